@@ -1,0 +1,153 @@
+"""Who sees what. Every page, endpoint and selector asks this module, and nothing else.
+
+- Institution admins: everything in their institution.
+- Finance: all money (funding sources, allocations, spend) in their institution, read-only
+  except funding sources and imports.
+- Lab admins: everything of their labs.
+- Members: their own allocations, requests and resources.
+- Nobody sees another institution. An object outside a person's scope is a 404, so its
+  existence is not revealed; one they may see but not change is a 403.
+"""
+
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404
+
+from labgov.accounts.models import Membership, Role
+
+
+@dataclass(frozen=True)
+class Scope:
+    user_id: int | None
+    admin_institutions: frozenset[int] = frozenset()
+    finance_institutions: frozenset[int] = frozenset()
+    admin_labs: frozenset[int] = frozenset()
+    member_labs: frozenset[int] = frozenset()
+    # Labs of the institutions this person administers, resolved once, so lab checks need
+    # no further queries.
+    institution_labs: frozenset[int] = frozenset()
+
+    @property
+    def money_institutions(self) -> frozenset[int]:
+        return self.admin_institutions | self.finance_institutions
+
+    @property
+    def managed_labs(self) -> frozenset[int]:
+        """Labs whose governance this person may change (lab admin or institution admin)."""
+        return self.admin_labs | self.institution_labs
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.admin_institutions
+            or self.finance_institutions
+            or self.admin_labs
+            or self.member_labs
+        )
+
+
+ANONYMOUS = Scope(user_id=None)
+
+
+def scope_for(user) -> Scope:
+    """The user's active roles, read in one query and kept on the user for the request."""
+    if not user.is_authenticated:
+        return ANONYMOUS
+    cached = getattr(user, "_labgov_scope", None)
+    if cached is not None:
+        return cached
+    admin_inst, finance_inst, admin_labs, member_labs = set(), set(), set(), set()
+    for role, institution_id, lab_id in (
+        Membership.objects.active()
+        .filter(user=user)
+        .values_list("role", "institution_id", "lab_id")
+    ):
+        if role == Role.INSTITUTION_ADMIN:
+            admin_inst.add(institution_id)
+        elif role == Role.FINANCE:
+            finance_inst.add(institution_id)
+        elif role == Role.LAB_ADMIN:
+            admin_labs.add(lab_id)
+        else:
+            member_labs.add(lab_id)
+    institution_labs: set[int] = set()
+    if admin_inst:
+        from labgov.accounts.models import Lab
+
+        institution_labs = set(
+            Lab.objects.filter(institution_id__in=admin_inst).values_list("id", flat=True)
+        )
+    scope = Scope(
+        user_id=user.pk,
+        admin_institutions=frozenset(admin_inst),
+        finance_institutions=frozenset(finance_inst),
+        admin_labs=frozenset(admin_labs),
+        member_labs=frozenset(member_labs),
+        institution_labs=frozenset(institution_labs),
+    )
+    user._labgov_scope = scope
+    return scope
+
+
+def forget_scope(user) -> None:
+    """Drop the cached scope after a change of roles in the same request."""
+    user.__dict__.pop("_labgov_scope", None)
+
+
+# Filters, one per kind of object. `prefix` lets a related model reuse them
+# (an allocation filters through "funding_source__").
+
+
+def labs_q(user, *, prefix: str = "") -> Q:
+    scope = scope_for(user)
+    return Q(**{f"{prefix}institution_id__in": scope.money_institutions}) | Q(
+        **{f"{prefix}id__in": scope.admin_labs | scope.member_labs}
+    )
+
+
+def funding_sources_q(user, *, prefix: str = "") -> Q:
+    scope = scope_for(user)
+    return Q(**{f"{prefix}lab__institution_id__in": scope.money_institutions}) | Q(
+        **{f"{prefix}lab_id__in": scope.admin_labs}
+    )
+
+
+def allocations_q(user) -> Q:
+    scope = scope_for(user)
+    return funding_sources_q(user, prefix="funding_source__") | Q(user_id=scope.user_id)
+
+
+def can_manage_lab(user, lab_id: int) -> bool:
+    return lab_id in scope_for(user).managed_labs
+
+
+def can_write_funding_source(user, *, lab_id: int, institution_id: int) -> bool:
+    scope = scope_for(user)
+    return institution_id in scope.money_institutions or lab_id in scope.managed_labs
+
+
+def can_import_grants(user, institution_id: int) -> bool:
+    return institution_id in scope_for(user).money_institutions
+
+
+def writable_labs_for_funding(user):
+    from labgov.accounts.models import Lab
+
+    scope = scope_for(user)
+    return Lab.objects.filter(
+        Q(institution_id__in=scope.money_institutions) | Q(id__in=scope.managed_labs)
+    ).select_related("institution")
+
+
+def deny_unless(allowed: bool) -> None:
+    if not allowed:
+        raise PermissionDenied
+
+
+def get_or_404(queryset, **lookup):
+    obj = queryset.filter(**lookup).first()
+    if obj is None:
+        raise Http404
+    return obj

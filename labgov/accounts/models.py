@@ -1,0 +1,106 @@
+import datetime as dt
+
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+def today_utc() -> dt.date:
+    return timezone.now().date()
+
+
+class User(AbstractUser):
+    def __str__(self) -> str:
+        return self.get_full_name() or self.username
+
+
+class Institution(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=60, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Lab(models.Model):
+    class Kind(models.TextChoices):
+        RESEARCH_GROUP = "research_group", "Research group"
+        COURSE = "course", "Course"
+
+    institution = models.ForeignKey(Institution, on_delete=models.PROTECT, related_name="labs")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=60)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.RESEARCH_GROUP)
+    department = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["institution", "slug"], name="lab_unique_slug"),
+            models.UniqueConstraint(fields=["institution", "name"], name="lab_unique_name"),
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    INSTITUTION_ADMIN = "institution_admin", "Institution admin"
+    FINANCE = "finance", "Finance"
+    LAB_ADMIN = "lab_admin", "Lab admin"
+    MEMBER = "member", "Member"
+
+
+INSTITUTION_ROLES = (Role.INSTITUTION_ADMIN, Role.FINANCE)
+LAB_ROLES = (Role.LAB_ADMIN, Role.MEMBER)
+
+
+class MembershipQuerySet(models.QuerySet):
+    def active(self, on: dt.date | None = None):
+        """Memberships granting access on the given day (today by default).
+
+        end_date is the last day of access, so a membership ending today still grants it.
+        """
+        day = on or timezone.now().date()
+        return self.filter(Q(end_date__isnull=True) | Q(end_date__gte=day), start_date__lte=day)
+
+
+class Membership(models.Model):
+    """A person's role in an institution (admin, finance) or in one lab (lab admin, member)."""
+
+    user = models.ForeignKey(User, on_delete=models.PROTECT, related_name="memberships")
+    institution = models.ForeignKey(
+        Institution, on_delete=models.PROTECT, related_name="memberships"
+    )
+    lab = models.ForeignKey(
+        Lab, on_delete=models.PROTECT, related_name="memberships", null=True, blank=True
+    )
+    role = models.CharField(max_length=20, choices=Role.choices)
+    start_date = models.DateField(default=today_utc)
+    end_date = models.DateField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = MembershipQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(role__in=INSTITUTION_ROLES, lab__isnull=True)
+                    | Q(role__in=LAB_ROLES, lab__isnull=False)
+                ),
+                name="membership_role_matches_scope",
+            ),
+            models.CheckConstraint(
+                condition=Q(end_date__isnull=True) | Q(end_date__gte=models.F("start_date")),
+                name="membership_end_after_start",
+            ),
+        ]
+        indexes = [models.Index(fields=["user", "role"])]
+
+    def __str__(self) -> str:
+        where = self.lab or self.institution
+        return f"{self.user} – {self.get_role_display()} of {where}"

@@ -1,0 +1,125 @@
+import datetime as dt
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from labgov.accounts.access import forget_scope
+from labgov.accounts.models import INSTITUTION_ROLES, Institution, Lab, Membership, Role, User
+from labgov.audit.services import audit_record
+from labgov.core.errors import DomainError
+from labgov.core.snapshots import snapshot
+
+
+@transaction.atomic
+def institution_create(*, actor, name: str, slug: str = "") -> Institution:
+    name = name.strip()
+    if not name:
+        raise DomainError("An institution needs a name.", field="name")
+    slug = slug or slugify(name)[:60]
+    if Institution.objects.filter(slug=slug).exists():
+        raise DomainError(f"An institution called {slug!r} exists already.", field="name")
+    institution = Institution.objects.create(name=name, slug=slug)
+    audit_record(
+        actor=actor,
+        action="institution.create",
+        target=institution,
+        institution_id=institution.pk,
+    )
+    return institution
+
+
+@transaction.atomic
+def lab_create(
+    *,
+    actor,
+    institution: Institution,
+    name: str,
+    kind: str = Lab.Kind.RESEARCH_GROUP,
+    department: str = "",
+    slug: str = "",
+) -> Lab:
+    name = name.strip()
+    if not name:
+        raise DomainError("A lab needs a name.", field="name")
+    if kind not in Lab.Kind.values:
+        raise DomainError(f"Unknown lab kind {kind!r}.", field="kind")
+    slug = slug or slugify(name)[:60]
+    if (
+        Lab.objects.filter(institution=institution, slug=slug).exists()
+        or Lab.objects.filter(institution=institution, name=name).exists()
+    ):
+        raise DomainError(f"{institution} already has a lab called {name}.", field="name")
+    lab = Lab.objects.create(
+        institution=institution, name=name, slug=slug, kind=kind, department=department.strip()
+    )
+    audit_record(actor=actor, action="lab.create", target=lab, institution_id=institution.pk)
+    return lab
+
+
+@transaction.atomic
+def membership_grant(
+    *,
+    actor,
+    user: User,
+    role: str,
+    institution: Institution | None = None,
+    lab: Lab | None = None,
+    start_date: dt.date | None = None,
+    end_date: dt.date | None = None,
+) -> Membership:
+    if role not in Role.values:
+        raise DomainError(f"Unknown role {role!r}.", field="role")
+    if role in INSTITUTION_ROLES:
+        if institution is None or lab is not None:
+            raise DomainError("Institution roles are given for an institution, not a lab.")
+    else:
+        if lab is None:
+            raise DomainError("Lab roles are given for a lab.", field="lab")
+        institution = lab.institution
+    start_date = start_date or timezone.now().date()
+    if end_date is not None and end_date < start_date:
+        raise DomainError("The end date is before the start date.", field="end_date")
+    if (
+        Membership.objects.active()
+        .filter(user=user, role=role, institution=institution, lab=lab)
+        .exists()
+    ):
+        raise DomainError(f"{user} already has this role.", field="role")
+    membership = Membership.objects.create(
+        user=user,
+        institution=institution,
+        lab=lab,
+        role=role,
+        start_date=start_date,
+        end_date=end_date,
+    )
+    audit_record(
+        actor=actor,
+        action="membership.grant",
+        target=membership,
+        institution_id=institution.pk,
+    )
+    forget_scope(user)
+    return membership
+
+
+@transaction.atomic
+def membership_end(*, actor, membership: Membership, end_date: dt.date | None = None) -> Membership:
+    """End a role. end_date is its last day (today by default); history is kept."""
+    locked = Membership.objects.select_for_update().get(pk=membership.pk)
+    end_date = end_date or timezone.now().date()
+    if end_date < locked.start_date:
+        raise DomainError("The end date is before the start date.", field="end_date")
+    before = snapshot(locked)
+    locked.end_date = end_date
+    locked.save(update_fields=["end_date"])
+    audit_record(
+        actor=actor,
+        action="membership.end",
+        target=locked,
+        institution_id=locked.institution_id,
+        before=before,
+    )
+    forget_scope(locked.user)
+    return locked

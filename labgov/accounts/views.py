@@ -1,0 +1,178 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from labgov.accounts import access
+from labgov.accounts.forms import (
+    INSTITUTION_ROLE_CHOICES,
+    LAB_ROLES_FOR_INSTITUTION_ADMIN,
+    LAB_ROLES_FOR_LAB_ADMIN,
+    LabForm,
+    MembershipForm,
+)
+from labgov.accounts.models import Institution, Lab, Membership, Role
+from labgov.accounts.services import lab_create, membership_end, membership_grant
+from labgov.core.errors import DomainError
+
+
+def _lab_for_user(user, pk: int, *, manage: bool = False) -> Lab:
+    lab = access.get_or_404(
+        Lab.objects.filter(access.labs_q(user)).select_related("institution"), pk=pk
+    )
+    scope = access.scope_for(user)
+    if manage:
+        access.deny_unless(access.can_manage_lab(user, lab.pk))
+    else:
+        access.deny_unless(
+            access.can_manage_lab(user, lab.pk) or lab.institution_id in scope.money_institutions
+        )
+    return lab
+
+
+def _roles_user_may_grant(user, lab: Lab):
+    if lab.institution_id in access.scope_for(user).admin_institutions:
+        return LAB_ROLES_FOR_INSTITUTION_ADMIN
+    return LAB_ROLES_FOR_LAB_ADMIN
+
+
+@login_required
+@require_http_methods(["GET"])
+def lab_list(request):
+    scope = access.scope_for(request.user)
+    labs = Lab.objects.filter(access.labs_q(request.user)).select_related("institution")
+    return render(
+        request,
+        "accounts/lab_list.html",
+        {"labs": labs, "can_create": bool(scope.admin_institutions), "scope": scope},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def lab_new(request):
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.admin_institutions))
+    institution = (
+        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    )
+    form = LabForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            lab = lab_create(actor=request.user, institution=institution, **form.cleaned_data)
+        except DomainError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"Created {lab}.")
+            return redirect("accounts:lab_detail", pk=lab.pk)
+    return render(request, "accounts/lab_form.html", {"form": form, "institution": institution})
+
+
+def _members(lab: Lab):
+    return (
+        Membership.objects.active()
+        .filter(lab=lab)
+        .select_related("user")
+        .order_by("role", "user__last_name", "user__username")
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def lab_detail(request, pk: int):
+    lab = _lab_for_user(request.user, pk)
+    can_manage = access.can_manage_lab(request.user, lab.pk)
+    form = (
+        MembershipForm(request.POST or None, roles=_roles_user_may_grant(request.user, lab))
+        if can_manage
+        else None
+    )
+    if request.method == "POST":
+        access.deny_unless(can_manage)
+        if form.is_valid():
+            try:
+                membership_grant(
+                    actor=request.user,
+                    user=form.cleaned_data["username"],
+                    lab=lab,
+                    role=form.cleaned_data["role"],
+                    end_date=form.cleaned_data["end_date"],
+                )
+            except DomainError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                messages.success(request, "Membership added.")
+                return redirect("accounts:lab_detail", pk=lab.pk)
+    return render(
+        request,
+        "accounts/lab_detail.html",
+        {"lab": lab, "members": _members(lab), "can_manage": can_manage, "form": form},
+    )
+
+
+@login_required
+@require_POST
+def membership_end_view(request, pk: int):
+    scope = access.scope_for(request.user)
+    membership = access.get_or_404(
+        Membership.objects.filter(
+            Q(institution_id__in=scope.admin_institutions) | Q(lab_id__in=scope.admin_labs)
+        ).select_related("lab", "user"),
+        pk=pk,
+    )
+    # Lab admins end memberships of members; appointing and removing lab admins and
+    # institution roles is the institution admin's call.
+    access.deny_unless(
+        membership.institution_id in scope.admin_institutions or membership.role == Role.MEMBER
+    )
+    try:
+        membership_end(actor=request.user, membership=membership)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    if membership.lab_id is None:
+        return redirect("accounts:institution")
+    if request.htmx:
+        lab = membership.lab
+        return render(
+            request,
+            "accounts/lab_detail.html#members",
+            {"lab": lab, "members": _members(lab), "can_manage": True},
+        )
+    return redirect("accounts:lab_detail", pk=membership.lab_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def institution_people(request):
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.admin_institutions))
+    institution = (
+        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    )
+    form = MembershipForm(request.POST or None, roles=INSTITUTION_ROLE_CHOICES)
+    if request.method == "POST" and form.is_valid():
+        try:
+            membership_grant(
+                actor=request.user,
+                user=form.cleaned_data["username"],
+                institution=institution,
+                role=form.cleaned_data["role"],
+                end_date=form.cleaned_data["end_date"],
+            )
+        except DomainError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, "Role granted.")
+            return redirect("accounts:institution")
+    people = (
+        Membership.objects.active()
+        .filter(institution=institution, lab__isnull=True)
+        .select_related("user")
+        .order_by("role", "user__username")
+    )
+    return render(
+        request,
+        "accounts/institution.html",
+        {"institution": institution, "people": people, "form": form},
+    )

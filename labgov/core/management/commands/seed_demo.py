@@ -1,0 +1,239 @@
+"""Seed a demo institution: labs, people of every role, grants and allocations.
+
+Safe to run again: it does nothing when the demo institution exists.
+"""
+
+import datetime as dt
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from labgov.accounts.models import Institution, Lab, Role, User
+from labgov.accounts.services import institution_create, lab_create, membership_grant
+from labgov.funding.models import FundingSource, LedgerEntry
+from labgov.funding.services import allocation_create, funding_source_create, ledger_post
+
+DEMO_SLUG = "northfield"
+DEMO_PASSWORD = "labgov-demo"  # noqa: S105 - printed for the demo, never used in production
+
+PEOPLE = [
+    # username, first, last, role, lab slug
+    ("admin", "Site", "Admin", None, None),
+    ("ada", "Ada", "Okafor", Role.INSTITUTION_ADMIN, None),
+    ("fin", "Farah", "Lindqvist", Role.FINANCE, None),
+    ("pia", "Pia", "Moreau", Role.LAB_ADMIN, "vision"),
+    ("lee", "Lee", "Tanaka", Role.LAB_ADMIN, "nlp"),
+    ("sam", "Sam", "Rivera", Role.MEMBER, "vision"),
+    ("kim", "Kim", "Novak", Role.MEMBER, "vision"),
+    ("raj", "Raj", "Iyer", Role.MEMBER, "nlp"),
+    ("tara", "Tara", "Walsh", Role.MEMBER, "dl-course"),
+]
+
+
+class Command(BaseCommand):
+    help = "Seed the demo institution (idempotent) and print the demo logins."
+
+    def handle(self, *args, **options):
+        if Institution.objects.filter(slug=DEMO_SLUG).exists():
+            self.stdout.write("Demo institution exists already; nothing to seed.")
+        else:
+            self._seed()
+            self.stdout.write(self.style.SUCCESS("Seeded the demo institution."))
+        self._print_logins()
+
+    @transaction.atomic
+    def _seed(self) -> None:
+        today = timezone.now().date()
+        institution = institution_create(actor=None, name="Northfield University", slug=DEMO_SLUG)
+        labs = {
+            "vision": lab_create(
+                actor=None,
+                institution=institution,
+                name="Vision Lab",
+                slug="vision",
+                department="Computer Science",
+            ),
+            "nlp": lab_create(
+                actor=None,
+                institution=institution,
+                name="NLP Group",
+                slug="nlp",
+                department="Linguistics",
+            ),
+            "dl-course": lab_create(
+                actor=None,
+                institution=institution,
+                name="CS 4780 Deep Learning",
+                slug="dl-course",
+                kind=Lab.Kind.COURSE,
+                department="Computer Science",
+            ),
+        }
+        users = {}
+        for username, first, last, role, lab_slug in PEOPLE:
+            user = User.objects.create_user(
+                username=username,
+                password=DEMO_PASSWORD,
+                first_name=first,
+                last_name=last,
+                email=f"{username}@northfield.example",
+                is_staff=role is None,
+                is_superuser=role is None,
+            )
+            users[username] = user
+            if role in (Role.INSTITUTION_ADMIN, Role.FINANCE):
+                membership_grant(actor=None, user=user, role=role, institution=institution)
+            elif role is not None:
+                membership_grant(actor=None, user=user, role=role, lab=labs[lab_slug])
+        # The course ends at the end of term.
+        term_end = today + dt.timedelta(days=45)
+        ada = users["ada"]
+
+        nsf = funding_source_create(
+            actor=ada,
+            lab=labs["vision"],
+            name="Robust perception for field robots",
+            sponsor="National Science Foundation",
+            award_number="NSF-2231457",
+            cost_center="CS-4410-VISION",
+            start_date=today - dt.timedelta(days=300),
+            end_date=today + dt.timedelta(days=25),
+            amount_usd=Decimal("60000.00"),
+            indirect_cost_rate_percent=Decimal("55.00"),
+        )
+        onr = funding_source_create(
+            actor=ada,
+            lab=labs["vision"],
+            name="Sim-to-real transfer",
+            sponsor="Office of Naval Research",
+            award_number="ONR-N00014-25-1-2077",
+            cost_center="CS-4410-ONR",
+            start_date=today - dt.timedelta(days=120),
+            end_date=today + dt.timedelta(days=600),
+            amount_usd=Decimal("150000.00"),
+            indirect_cost_rate_percent=Decimal("55.00"),
+        )
+        nlp_budget = funding_source_create(
+            actor=ada,
+            lab=labs["nlp"],
+            name="NLP shared compute budget",
+            kind=FundingSource.Kind.LAB_BUDGET,
+            cost_center="LING-2210",
+            start_date=today.replace(month=1, day=1),
+            end_date=today.replace(month=12, day=31),
+            amount_usd=Decimal("25000.00"),
+        )
+        nih = funding_source_create(
+            actor=ada,
+            lab=labs["nlp"],
+            name="Clinical note summarisation",
+            sponsor="National Institutes of Health",
+            award_number="NIH-R01-LM014321",
+            cost_center="LING-2210-NIH",
+            start_date=today - dt.timedelta(days=200),
+            end_date=today + dt.timedelta(days=900),
+            amount_usd=Decimal("90000.00"),
+            indirect_cost_rate_percent=Decimal("61.50"),
+        )
+        course = funding_source_create(
+            actor=ada,
+            lab=labs["dl-course"],
+            name="CS 4780 course GPU budget",
+            kind=FundingSource.Kind.COURSE_BUDGET,
+            cost_center="CS-TEACH-4780",
+            start_date=today - dt.timedelta(days=60),
+            end_date=term_end,
+            amount_usd=Decimal("4000.00"),
+        )
+        alloc = {}
+        alloc["sam"] = allocation_create(
+            actor=users["pia"],
+            funding_source=nsf,
+            user=users["sam"],
+            cap_usd=Decimal("20000"),
+            start_date=nsf.start_date,
+            end_date=nsf.end_date,
+        )
+        alloc["kim"] = allocation_create(
+            actor=users["pia"],
+            funding_source=onr,
+            user=users["kim"],
+            cap_usd=Decimal("40000"),
+            start_date=onr.start_date,
+            end_date=onr.end_date,
+        )
+        allocation_create(
+            actor=users["pia"],
+            funding_source=onr,
+            user=users["sam"],
+            project_name="sim2real ablations",
+            cap_usd=Decimal("15000"),
+            start_date=onr.start_date,
+            end_date=onr.end_date,
+        )
+        alloc["raj"] = allocation_create(
+            actor=users["lee"],
+            funding_source=nih,
+            user=users["raj"],
+            cap_usd=Decimal("30000"),
+            start_date=nih.start_date,
+            end_date=nih.end_date,
+        )
+        allocation_create(
+            actor=users["lee"],
+            funding_source=nlp_budget,
+            project_name="Shared eval runs",
+            cap_usd=Decimal("5000"),
+            start_date=nlp_budget.start_date,
+            end_date=nlp_budget.end_date,
+        )
+        alloc["tara"] = allocation_create(
+            actor=users["ada"],
+            funding_source=course,
+            user=users["tara"],
+            cap_usd=Decimal("150"),
+            start_date=course.start_date,
+            end_date=course.end_date,
+        )
+        # Opening balances so the demo shows figures before the first sync.
+        for key, committed, spent in [
+            ("sam", "1200.00", "14850.35"),
+            ("kim", "2500.00", "6120.80"),
+            ("raj", "0", "3875.12"),
+            ("tara", "0", "41.27"),
+        ]:
+            allocation = alloc[key]
+            if Decimal(committed):
+                ledger_post(
+                    actor=None,
+                    funding_source=allocation.funding_source,
+                    allocation=allocation,
+                    kind=LedgerEntry.Kind.COMMITMENT,
+                    amount_usd=Decimal(committed),
+                    memo="demo: approved request",
+                    idempotency_key=f"demo:commit:{key}",
+                )
+            ledger_post(
+                actor=None,
+                funding_source=allocation.funding_source,
+                allocation=allocation,
+                kind=LedgerEntry.Kind.USAGE,
+                amount_usd=Decimal(spent),
+                memo="demo: opening balance",
+                idempotency_key=f"demo:usage:{key}",
+            )
+
+    def _print_logins(self) -> None:
+        self.stdout.write(f"\nDemo logins (password for all: {DEMO_PASSWORD}):")
+        roles = {
+            None: "superuser (Django admin)",
+            Role.INSTITUTION_ADMIN: "institution admin",
+            Role.FINANCE: "finance",
+            Role.LAB_ADMIN: "lab admin",
+            Role.MEMBER: "member",
+        }
+        for username, first, last, role, lab_slug in PEOPLE:
+            where = f" of {lab_slug}" if lab_slug else ""
+            self.stdout.write(f"  {username:<6} {first} {last}: {roles[role]}{where}")

@@ -1,0 +1,78 @@
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from labgov.accounts.access import scope_for
+from labgov.accounts.models import Lab
+from labgov.core.money import ZERO
+from labgov.funding.models import Allocation, FundingSource
+
+
+@dataclass
+class Totals:
+    amount_usd: Decimal = ZERO
+    committed_usd: Decimal = ZERO
+    spent_usd: Decimal = ZERO
+    remaining_usd: Decimal = ZERO
+
+    def add(self, fs) -> None:
+        self.amount_usd += fs.amount_usd
+        self.committed_usd += fs.committed_usd
+        self.spent_usd += fs.spent_usd
+        self.remaining_usd += fs.remaining_usd
+
+
+@dataclass
+class LabSummary:
+    lab: Lab
+    funding_sources: list = field(default_factory=list)
+    totals: Totals = field(default_factory=Totals)
+
+
+@dataclass
+class HomeData:
+    institution_labs: list[LabSummary]
+    institution_totals: Totals
+    managed_labs: list[LabSummary]
+    my_allocations: list
+    is_empty: bool
+
+
+# Home shows at most this many funding sources per section; the funding list pages the rest.
+HOME_LIMIT = 200
+
+
+def home_for_user(user) -> HomeData:
+    """Everything the home page shows, in a fixed number of queries whatever the data size."""
+    scope = scope_for(user)
+    institution_labs: dict[int, LabSummary] = {}
+    managed: dict[int, LabSummary] = {}
+    totals = Totals()
+    if scope.money_institutions or scope.admin_labs:
+        sources = list(FundingSource.objects.for_dashboard(user)[:HOME_LIMIT])
+        for fs in sources:
+            if fs.lab.institution_id in scope.money_institutions:
+                institution_labs.setdefault(fs.lab_id, LabSummary(fs.lab)).funding_sources.append(
+                    fs
+                )
+                institution_labs[fs.lab_id].totals.add(fs)
+                totals.add(fs)
+            if fs.lab_id in scope.admin_labs:
+                managed.setdefault(fs.lab_id, LabSummary(fs.lab)).funding_sources.append(fs)
+                managed[fs.lab_id].totals.add(fs)
+        # Labs without any funding yet still appear for their admins.
+        missing = scope.admin_labs - set(managed)
+        if missing:
+            for lab in Lab.objects.filter(pk__in=missing):
+                managed[lab.pk] = LabSummary(lab)
+    my_allocations = list(
+        Allocation.objects.for_dashboard(user)
+        .filter(user=user)
+        .select_related("funding_source__lab")
+    )
+    return HomeData(
+        institution_labs=sorted(institution_labs.values(), key=lambda s: s.lab.name),
+        institution_totals=totals,
+        managed_labs=sorted(managed.values(), key=lambda s: s.lab.name),
+        my_allocations=my_allocations,
+        is_empty=scope.is_empty,
+    )

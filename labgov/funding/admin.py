@@ -1,0 +1,41 @@
+from django.contrib import admin
+
+from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
+from labgov.funding.models import Allocation, FundingSource, LedgerEntry
+
+
+@admin.register(FundingSource)
+class FundingSourceAdmin(AuditedAdmin):
+    list_display = [
+        "name",
+        "award_number",
+        "lab",
+        "kind",
+        "amount_usd",
+        "start_date",
+        "end_date",
+        "status",
+    ]
+    list_filter = ["kind", "status", "institution"]
+    search_fields = ["name", "award_number", "sponsor", "cost_center"]
+    list_select_related = ["lab"]
+
+    def audit_institution_id(self, obj):
+        return obj.institution_id
+
+
+@admin.register(Allocation)
+class AllocationAdmin(AuditedAdmin):
+    list_display = ["__str__", "cap_usd", "start_date", "end_date"]
+    list_select_related = ["funding_source", "user"]
+    search_fields = ["project_name", "user__username", "funding_source__name"]
+
+    def audit_institution_id(self, obj):
+        return obj.funding_source.institution_id
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnlyAdmin):
+    list_display = ["occurred_at", "kind", "amount_usd", "funding_source", "allocation", "memo"]
+    list_filter = ["kind"]
+    list_select_related = ["funding_source", "allocation"]

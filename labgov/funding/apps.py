@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FundingConfig(AppConfig):
+    name = "labgov.funding"
+    label = "funding"

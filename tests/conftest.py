@@ -1,0 +1,104 @@
+import os
+from dataclasses import dataclass
+
+import pytest
+from django.db import connection
+
+from labgov.accounts.models import Institution, Lab, Role, User
+from labgov.funding.models import Allocation, FundingSource
+from tests.factories import (
+    AllocationFactory,
+    FundingSourceFactory,
+    InstitutionFactory,
+    LabFactory,
+    MembershipFactory,
+    UserFactory,
+)
+
+REQUIRE_SERVICES = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
+
+
+@dataclass
+class World:
+    """One institution with two labs and a person in every role, plus an outsider who is
+    institution admin somewhere else."""
+
+    institution: Institution
+    lab: Lab
+    other_lab: Lab
+    inst_admin: User
+    finance: User
+    lab_admin: User
+    member: User
+    other_member: User
+    outsider: User
+    funding_source: FundingSource
+    allocation: Allocation
+    other_funding_source: FundingSource
+
+
+@pytest.fixture
+def world(db) -> World:
+    institution = InstitutionFactory(name="Northfield", slug="northfield")
+    lab = LabFactory(institution=institution, name="Vision", slug="vision")
+    other_lab = LabFactory(institution=institution, name="NLP", slug="nlp")
+    inst_admin = MembershipFactory(
+        role=Role.INSTITUTION_ADMIN, lab=None, institution=institution
+    ).user
+    finance = MembershipFactory(role=Role.FINANCE, lab=None, institution=institution).user
+    lab_admin = MembershipFactory(role=Role.LAB_ADMIN, lab=lab).user
+    member = MembershipFactory(role=Role.MEMBER, lab=lab).user
+    other_member = MembershipFactory(role=Role.MEMBER, lab=other_lab).user
+    elsewhere = InstitutionFactory(name="Elsewhere", slug="elsewhere")
+    outsider = MembershipFactory(role=Role.INSTITUTION_ADMIN, lab=None, institution=elsewhere).user
+    funding_source = FundingSourceFactory(lab=lab)
+    allocation = AllocationFactory(funding_source=funding_source, user=member)
+    other_funding_source = FundingSourceFactory(lab=other_lab)
+    return World(
+        institution=institution,
+        lab=lab,
+        other_lab=other_lab,
+        inst_admin=inst_admin,
+        finance=finance,
+        lab_admin=lab_admin,
+        member=member,
+        other_member=other_member,
+        outsider=outsider,
+        funding_source=funding_source,
+        allocation=allocation,
+        other_funding_source=other_funding_source,
+    )
+
+
+@pytest.fixture
+def client_for(client):
+    """Log the test client in as a user (or out, with None)."""
+
+    def login(user):
+        client.logout()
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return login
+
+
+@pytest.fixture
+def postgres(db):
+    if connection.vendor != "postgresql":
+        if REQUIRE_SERVICES:
+            pytest.fail("LABGOV_REQUIRE_SERVICES=1 but the test database is not PostgreSQL")
+        pytest.skip("needs PostgreSQL (run the suite with DATABASE_URL pointing at it)")
+
+
+__all__ = ["UserFactory"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # A run that executed no test is a failure, not a success: catch a broken collection.
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or getattr(session.config, "workerinput", None) is not None:
+        return
+    passed = len(reporter.stats.get("passed", []))
+    if passed == 0 and exitstatus == 0:
+        session.exitstatus = 1

@@ -1,0 +1,79 @@
+import datetime as dt
+from decimal import Decimal
+
+import factory
+from django.utils import timezone
+
+from labgov.accounts.models import Institution, Lab, Membership, Role, User
+from labgov.funding.models import Allocation, FundingSource
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = User
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    first_name = factory.Faker("first_name")
+    last_name = factory.Faker("last_name")
+    email = factory.LazyAttribute(lambda u: f"{u.username}@example.edu")
+    password = factory.PostGenerationMethodCall("set_password", "pw")
+
+    @factory.post_generation
+    def _save(obj, create, extracted, **kwargs):  # noqa: N805
+        if create:
+            obj.save()
+
+
+class InstitutionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Institution
+
+    name = factory.Sequence(lambda n: f"University {n}")
+    slug = factory.Sequence(lambda n: f"uni-{n}")
+
+
+class LabFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Lab
+
+    institution = factory.SubFactory(InstitutionFactory)
+    name = factory.Sequence(lambda n: f"Lab {n}")
+    slug = factory.Sequence(lambda n: f"lab-{n}")
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    user = factory.SubFactory(UserFactory)
+    role = Role.MEMBER
+    lab = factory.SubFactory(LabFactory)
+    institution = factory.LazyAttribute(lambda m: m.lab.institution if m.lab else None)
+    start_date = factory.LazyFunction(lambda: timezone.now().date() - dt.timedelta(days=365))
+
+
+class FundingSourceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = FundingSource
+
+    lab = factory.SubFactory(LabFactory)
+    institution = factory.LazyAttribute(lambda f: f.lab.institution)
+    name = factory.Sequence(lambda n: f"Grant {n}")
+    award_number = factory.Sequence(lambda n: f"AWD-{n:05d}")
+    sponsor = "NSF"
+    cost_center = factory.Sequence(lambda n: f"CC-{n}")
+    start_date = factory.LazyFunction(lambda: timezone.now().date() - dt.timedelta(days=100))
+    end_date = factory.LazyFunction(lambda: timezone.now().date() + dt.timedelta(days=265))
+    amount_usd = Decimal("10000.00")
+
+
+class AllocationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Allocation
+
+    funding_source = factory.SubFactory(FundingSourceFactory)
+    user = factory.SubFactory(UserFactory)
+    cap_usd = Decimal("1000.00")
+    start_date = factory.LazyAttribute(lambda a: a.funding_source.start_date)
+    end_date = factory.LazyAttribute(lambda a: a.funding_source.end_date)

@@ -1,0 +1,11 @@
+"""Test settings: the real settings module, with the environment a test run needs."""
+
+import os
+
+os.environ.setdefault("DEBUG", "1")  # dev defaults (plain static storage); tests run with DEBUG off
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-" + "x" * 40)
+
+from labgov.settings import *  # noqa: E402, F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoise

@@ -1,0 +1,189 @@
+"""The permission matrix: every page, every role, and the wrong HTTP method.
+
+Expected codes: 200 page shown, 302 done (redirect), 403 visible but not allowed, 404 not
+visible at all, "login" redirected to the login page.
+"""
+
+import pytest
+from django.urls import reverse
+
+ROLES = ["inst_admin", "finance", "lab_admin", "member", "outsider", "anonymous"]
+
+
+def _user(world, role):
+    return None if role == "anonymous" else getattr(world, role)
+
+
+GET_PAGES = {
+    # name: (url builder, {role: expected})
+    "home": (lambda w: reverse("home"), dict.fromkeys(ROLES[:-1], 200)),
+    "funding list": (lambda w: reverse("funding:list"), dict.fromkeys(ROLES[:-1], 200)),
+    "funding detail": (
+        lambda w: reverse("funding:detail", args=[w.funding_source.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 404, "outsider": 404},
+    ),
+    "other lab's funding detail": (
+        lambda w: reverse("funding:detail", args=[w.other_funding_source.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 404, "member": 404, "outsider": 404},
+    ),
+    "funding create": (
+        lambda w: reverse("funding:create"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 403},
+    ),
+    "funding edit": (
+        lambda w: reverse("funding:edit", args=[w.funding_source.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 404, "outsider": 404},
+    ),
+    "allocation new": (
+        lambda w: reverse("funding:allocation_new", args=[w.funding_source.pk]),
+        {"inst_admin": 200, "finance": 403, "lab_admin": 200, "member": 404, "outsider": 404},
+    ),
+    "allocation edit": (
+        lambda w: reverse("funding:allocation_edit", args=[w.allocation.pk]),
+        {"inst_admin": 200, "finance": 403, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
+    "grant import": (
+        lambda w: reverse("funding:import"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 403, "outsider": 200},
+    ),
+    "lab list": (lambda w: reverse("accounts:lab_list"), dict.fromkeys(ROLES[:-1], 200)),
+    "lab new": (
+        lambda w: reverse("accounts:lab_new"),
+        {"inst_admin": 200, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 200},
+    ),
+    "lab detail": (
+        lambda w: reverse("accounts:lab_detail", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
+    "institution people": (
+        lambda w: reverse("accounts:institution"),
+        {"inst_admin": 200, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 200},
+    ),
+    "audit log": (
+        lambda w: reverse("audit"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 403, "outsider": 200},
+    ),
+}
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("page", list(GET_PAGES))
+def test_get_pages(world, client_for, page, role):
+    url_for, expected = GET_PAGES[page]
+    response = client_for(_user(world, role)).get(url_for(world))
+    if role == "anonymous":
+        assert response.status_code == 302
+        assert response.url.startswith(reverse("login"))
+    else:
+        assert response.status_code == expected[role], response.content[:300]
+
+
+def _membership_of(world, user):
+    return user.memberships.get()
+
+
+POSTS = {
+    # name: (url builder, data builder, {role: expected})
+    "funding create": (
+        lambda w: reverse("funding:create"),
+        lambda w: {
+            "lab": w.lab.pk,
+            "kind": "grant",
+            "name": "Posted",
+            "award_number": "P-1",
+            "start_date": "2026-01-01",
+            "end_date": "2026-12-31",
+            "amount_usd": "100",
+            "status": "active",
+        },
+        {"inst_admin": 302, "finance": 302, "lab_admin": 302, "member": 403, "outsider": 403},
+    ),
+    "funding edit": (
+        lambda w: reverse("funding:edit", args=[w.funding_source.pk]),
+        lambda w: {
+            "lab": w.lab.pk,
+            "kind": "grant",
+            "name": "Renamed",
+            "award_number": w.funding_source.award_number,
+            "start_date": w.funding_source.start_date,
+            "end_date": w.funding_source.end_date,
+            "amount_usd": "10000",
+            "status": "active",
+        },
+        {"inst_admin": 302, "finance": 302, "lab_admin": 302, "member": 404, "outsider": 404},
+    ),
+    "allocation new": (
+        lambda w: reverse("funding:allocation_new", args=[w.funding_source.pk]),
+        lambda w: {
+            "project_name": "Posted",
+            "cap_usd": "10",
+            "start_date": w.funding_source.start_date,
+            "end_date": w.funding_source.end_date,
+        },
+        {"inst_admin": 302, "finance": 403, "lab_admin": 302, "member": 404, "outsider": 404},
+    ),
+    "allocation edit": (
+        lambda w: reverse("funding:allocation_edit", args=[w.allocation.pk]),
+        lambda w: {
+            "user": w.member.pk,
+            "cap_usd": "20",
+            "start_date": w.allocation.start_date,
+            "end_date": w.allocation.end_date,
+        },
+        {"inst_admin": 302, "finance": 403, "lab_admin": 302, "member": 403, "outsider": 404},
+    ),
+    "lab new": (
+        lambda w: reverse("accounts:lab_new"),
+        lambda w: {"name": "Posted lab", "kind": "research_group"},
+        {"inst_admin": 302, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 302},
+    ),
+    "lab add member": (
+        lambda w: reverse("accounts:lab_detail", args=[w.lab.pk]),
+        lambda w: {"username": w.other_member.username, "role": "member"},
+        {"inst_admin": 302, "finance": 403, "lab_admin": 302, "member": 403, "outsider": 404},
+    ),
+    "end membership": (
+        lambda w: reverse("accounts:membership_end", args=[_membership_of(w, w.member).pk]),
+        lambda w: {},
+        {"inst_admin": 302, "finance": 404, "lab_admin": 302, "member": 404, "outsider": 404},
+    ),
+    "end lab admin": (
+        lambda w: reverse("accounts:membership_end", args=[_membership_of(w, w.lab_admin).pk]),
+        lambda w: {},
+        {"inst_admin": 302, "finance": 404, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "institution appoint": (
+        lambda w: reverse("accounts:institution"),
+        lambda w: {"username": w.member.username, "role": "finance"},
+        {"inst_admin": 302, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 302},
+    ),
+}
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("action", list(POSTS))
+def test_post_actions(world, client_for, action, role):
+    url_for, data_for, expected = POSTS[action]
+    response = client_for(_user(world, role)).post(url_for(world), data_for(world))
+    if role == "anonymous":
+        assert response.status_code == 302
+        assert response.url.startswith(reverse("login"))
+    else:
+        assert response.status_code == expected[role], response.content[:500]
+
+
+@pytest.mark.parametrize("action", list(POSTS) + ["grant import"])
+@pytest.mark.parametrize("method", ["put", "delete", "patch"])
+def test_wrong_method(world, client_for, action, method):
+    url = POSTS[action][0](world) if action in POSTS else reverse("funding:import")
+    response = getattr(client_for(world.inst_admin), method)(url)
+    assert response.status_code == 405
+
+
+def test_end_membership_rejects_get(world, client_for):
+    url = reverse("accounts:membership_end", args=[_membership_of(world, world.member).pk])
+    assert client_for(world.inst_admin).get(url).status_code == 405
+
+
+def test_healthz_rejects_post(client):
+    assert client.post(reverse("healthz")).status_code == 405
