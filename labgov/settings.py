@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "labgov.audit",
     "labgov.funding",
     "labgov.dashboard",
+    "labgov.runpod",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RunpodConfig(AppConfig):
+    name = "labgov.runpod"
+    label = "runpod"

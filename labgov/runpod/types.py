@@ -1,0 +1,127 @@
+"""What labgov reads from the Runpod REST API v2, as typed values.
+
+The client (`client.py`) turns JSON into these; the sync (`sync.py`) reads only these. Amounts
+are Decimal, parsed from the JSON text (never through float); times are UTC-aware.
+"""
+
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+
+
+class PodStatus(StrEnum):
+    PROVISIONING = "PROVISIONING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    EXITED = "EXITED"  # stopped
+    ERROR = "ERROR"
+    TERMINATED = "TERMINATED"
+
+
+class BillingKind(StrEnum):
+    """One per billing endpoint. ENDPOINT records (/v2/billing/endpoints) carry no resource id."""
+
+    POD = "pod"
+    NETWORK_VOLUME = "network_volume"
+    SERVERLESS = "serverless"
+    CLUSTER = "cluster"
+    ENDPOINT = "endpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    id: str
+    name: str
+    status: str  # a PodStatus value; unknown future values are kept as sent
+    cost_per_hr_usd: Decimal  # 0 when EXITED or TERMINATED
+    image: str
+    env: dict[str, str]
+    container_disk_gb: int
+    volume_disk_gb: int  # mounts.persistent.size, 0 when absent
+    network_volume_id: str | None  # mounts.network[0].volumeId
+    gpu_type_id: str | None
+    gpu_count: int  # 0 for CPU pods
+    cloud: str | None  # SECURE / COMMUNITY
+    data_center_id: str | None
+    template_id: str | None
+    cluster_id: str | None
+    created_at: dt.datetime | None
+    started_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkVolume:
+    id: str
+    name: str
+    size_gb: int
+    data_center_id: str
+    volume_type: str  # STANDARD / HIGH_PERFORMANCE
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    id: str
+    name: str
+    template_id: str | None
+    gpu_type_ids: list[str]
+    gpu_count: int
+    workers_min: int
+    workers_max: int
+    network_volume_ids: list[str]
+    data_center_ids: list[str]
+    env: dict[str, str]
+    created_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    id: str
+    name: str
+    cluster_type: str
+    gpu_type_id: str
+    gpu_count_per_pod: int
+    pod_count: int
+    data_center_id: str | None
+    template_id: str | None
+    created_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    id: str
+    name: str
+    memory_gb: int
+    secure_price_per_hr_usd: Decimal
+    community_price_per_hr_usd: Decimal
+    serverless_price_per_hr_usd: Decimal | None
+    secure_available: bool
+    community_available: bool
+    max_count_secure: int
+    max_count_community: int
+
+
+@dataclass(frozen=True, slots=True)
+class BillingRecord:
+    """One half-open [start, end) bucket of one resource's spend.
+
+    `components` holds the record's breakdown by its API names (gpuAmount, diskAmount,
+    standardAmount, ...). `resource_id` is "" for ENDPOINT records.
+    """
+
+    kind: BillingKind
+    resource_id: str
+    start: dt.datetime
+    end: dt.datetime
+    total_usd: Decimal
+    components: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AccountBillingRecord:
+    """One bucket of the whole account's spend (GET /v2/billing), split by product."""
+
+    start: dt.datetime
+    end: dt.datetime
+    total_usd: Decimal
+    components: dict[str, Decimal] = field(default_factory=dict)
