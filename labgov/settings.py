@@ -177,3 +177,25 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},
 }
+
+# Runpod sync (see README, "Configuration").
+LABGOV_SYNC_INTERVAL_MINUTES = env_int("LABGOV_SYNC_INTERVAL_MINUTES", 15, minimum=1)
+LABGOV_SYNC_FIRST_DAYS = env_int("LABGOV_SYNC_FIRST_DAYS", 30, minimum=1)
+LABGOV_SYNC_OVERLAP_HOURS = env_int("LABGOV_SYNC_OVERLAP_HOURS", 48, minimum=0)
+LABGOV_SYNC_SLICE_HOURS = env_int("LABGOV_SYNC_SLICE_HOURS", 24, minimum=1)
+LABGOV_SYNC_LOCK_SECONDS = env_int("LABGOV_SYNC_LOCK_SECONDS", 900, minimum=30)
+CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
+    "task": "labgov.runpod.tasks.sync_all_accounts",
+    "schedule": LABGOV_SYNC_INTERVAL_MINUTES * 60,
+}
+
+# Runpod storage prices in USD per GB per month (Runpod's docs, pods/pricing), for estimates.
+LABGOV_PRICE_POD_DISK_RUNNING = env_decimal("LABGOV_PRICE_POD_DISK_RUNNING", "0.10")
+LABGOV_PRICE_VOLUME_DISK_STOPPED = env_decimal("LABGOV_PRICE_VOLUME_DISK_STOPPED", "0.20")
+LABGOV_PRICE_NETWORK_STANDARD = env_decimal("LABGOV_PRICE_NETWORK_STANDARD", "0.07")
+LABGOV_PRICE_NETWORK_STANDARD_OVER_TIER = env_decimal(
+    "LABGOV_PRICE_NETWORK_STANDARD_OVER_TIER", "0.05"
+)
+# Runpod publishes no high-performance price; this is labgov's assumption until it does.
+LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE = env_decimal("LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE", "0.14")
+LABGOV_NETWORK_TIER_GB = env_int("LABGOV_NETWORK_TIER_GB", 1024, minimum=0)

@@ -13,6 +13,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("funding/", include("labgov.funding.urls")),
     path("audit/", audit_log, name="audit"),
+    path("runpod/", include("labgov.runpod.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -77,3 +77,31 @@ class AllocationFactory(factory.django.DjangoModelFactory):
     cap_usd = Decimal("1000.00")
     start_date = factory.LazyAttribute(lambda a: a.funding_source.start_date)
     end_date = factory.LazyAttribute(lambda a: a.funding_source.end_date)
+
+
+class RunpodAccountFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "runpod.RunpodAccount"
+
+    institution = factory.SubFactory(InstitutionFactory)
+    name = factory.Sequence(lambda n: f"Runpod {n}")
+    base_url = "http://127.0.0.1:9"
+    api_key_encrypted = factory.LazyFunction(lambda: _encrypt("rp_test_key_0000"))
+    api_key_last4 = "0000"
+
+
+def _encrypt(text: str) -> str:
+    from labgov.core.crypto import encrypt
+
+    return encrypt(text)
+
+
+class ResourceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "runpod.Resource"
+
+    account = factory.SubFactory(RunpodAccountFactory)
+    kind = "pod"
+    runpod_id = factory.Sequence(lambda n: f"pod{n:05d}")
+    name = factory.Sequence(lambda n: f"pod-{n}")
+    status = "RUNNING"

@@ -28,6 +28,8 @@ class Scope:
     # Labs of the institutions this person administers, resolved once, so lab checks need
     # no further queries.
     institution_labs: frozenset[int] = frozenset()
+    # Institutions in which this person is a lab admin.
+    lab_admin_institutions: frozenset[int] = frozenset()
 
     @property
     def money_institutions(self) -> frozenset[int]:
@@ -59,6 +61,7 @@ def scope_for(user) -> Scope:
     if cached is not None:
         return cached
     admin_inst, finance_inst, admin_labs, member_labs = set(), set(), set(), set()
+    lab_admin_inst = set()
     for role, institution_id, lab_id in (
         Membership.objects.active()
         .filter(user=user)
@@ -70,6 +73,7 @@ def scope_for(user) -> Scope:
             finance_inst.add(institution_id)
         elif role == Role.LAB_ADMIN:
             admin_labs.add(lab_id)
+            lab_admin_inst.add(institution_id)
         else:
             member_labs.add(lab_id)
     institution_labs: set[int] = set()
@@ -86,6 +90,7 @@ def scope_for(user) -> Scope:
         admin_labs=frozenset(admin_labs),
         member_labs=frozenset(member_labs),
         institution_labs=frozenset(institution_labs),
+        lab_admin_institutions=frozenset(lab_admin_inst),
     )
     user._labgov_scope = scope
     return scope
@@ -117,6 +122,41 @@ def funding_sources_q(user, *, prefix: str = "") -> Q:
 def allocations_q(user) -> Q:
     scope = scope_for(user)
     return funding_sources_q(user, prefix="funding_source__") | Q(user_id=scope.user_id)
+
+
+def runpod_accounts_q(user) -> Q:
+    """Connected accounts whose sync status a person may see: institution admins and finance
+    all of their institution's; lab admins their lab's own accounts and the institution-wide
+    ones their lab's spend may come from."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.money_institutions)
+        | Q(lab_id__in=scope.admin_labs)
+        | Q(lab__isnull=True, institution_id__in=scope.lab_admin_institutions)
+    )
+
+
+def can_manage_runpod_account(user, institution_id: int) -> bool:
+    return institution_id in scope_for(user).admin_institutions
+
+
+def resources_q(user) -> Q:
+    """Runpod resources: everything of the institution for its admins and finance; for lab
+    admins, what their labs pay for, their lab accounts' resources and (so they can claim
+    them) unattributed resources of institution-wide accounts; for members, what they pay
+    for."""
+    scope = scope_for(user)
+    return (
+        Q(account__institution_id__in=scope.money_institutions)
+        | Q(current_allocation__funding_source__lab_id__in=scope.admin_labs)
+        | Q(account__lab_id__in=scope.admin_labs)
+        | Q(
+            current_allocation__isnull=True,
+            account__lab__isnull=True,
+            account__institution_id__in=scope.lab_admin_institutions,
+        )
+        | Q(current_allocation__user_id=scope.user_id)
+    )
 
 
 def can_manage_lab(user, lab_id: int) -> bool:

@@ -1,0 +1,227 @@
+"""Who pays for each billing record, and keeping the ledger's usage equal to it.
+
+A resource's assignments form a timeline; the latest assignment starting at or before a
+bucket decides that bucket's allocation. Rules create a resource's first assignment (from the
+beginning of its history); people re-assign from a chosen time on.
+"""
+
+import bisect
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from decimal import Decimal
+
+from django.db.models import Sum
+from django.db.models.functions import TruncDay
+
+from labgov.core.money import ZERO
+from labgov.core.periods import UTC
+from labgov.funding.models import Allocation, LedgerEntry
+from labgov.runpod.models import Assignment, AttributionRule, BillingRecord, Resource, ResourceKind
+
+# The start of every resource's history: a first assignment covers all of it.
+BEGINNING = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Timeline:
+    """Assignments of many resources, answering "which allocation pays this bucket?"."""
+
+    def __init__(self, assignments: Iterable[Assignment]):
+        starts: dict[int, list[dt.datetime]] = defaultdict(list)
+        allocations: dict[int, list[int | None]] = defaultdict(list)
+        for a in sorted(assignments, key=lambda a: (a.resource_id, a.starts_at, a.pk)):
+            starts[a.resource_id].append(a.starts_at)
+            allocations[a.resource_id].append(a.allocation_id)
+        self._starts = dict(starts)
+        self._allocations = dict(allocations)
+
+    @classmethod
+    def for_resources(cls, resource_ids) -> "Timeline":
+        return cls(
+            Assignment.objects.filter(resource_id__in=resource_ids).only(
+                "id", "resource_id", "starts_at", "allocation_id"
+            )
+        )
+
+    def allocation_at(self, resource_id: int, moment: dt.datetime) -> int | None:
+        starts = self._starts.get(resource_id)
+        if not starts:
+            return None
+        index = bisect.bisect_right(starts, moment) - 1
+        return self._allocations[resource_id][index] if index >= 0 else None
+
+
+def _rule_matches(rule: AttributionRule, resource: Resource) -> bool:
+    if rule.kind == AttributionRule.Kind.ACCOUNT:
+        return True
+    if rule.kind == AttributionRule.Kind.NAME_PREFIX:
+        return bool(rule.pattern) and resource.name.startswith(rule.pattern)
+    if rule.kind == AttributionRule.Kind.TEMPLATE:
+        return bool(rule.pattern) and resource.template_id == rule.pattern
+    if rule.kind == AttributionRule.Kind.ENV_VAR:
+        name, _, value = rule.pattern.partition("=")
+        return bool(name) and str((resource.env or {}).get(name)) == value
+    return False
+
+
+def rule_for(resource: Resource, rules: list[AttributionRule]) -> AttributionRule | None:
+    """The rule that decides a resource: by kind precedence, then the longest pattern."""
+    for kind in AttributionRule.PRECEDENCE:
+        matching = [r for r in rules if r.kind == kind and _rule_matches(r, resource)]
+        if matching:
+            return max(matching, key=lambda r: (len(r.pattern), -r.pk))
+    return None
+
+
+def env_allocation_id(resource: Resource, env_name: str = "LABGOV_ALLOCATION") -> int | None:
+    value = (resource.env or {}).get(env_name)
+    try:
+        return int(str(value).strip()) if value is not None else None
+    except ValueError:
+        return None
+
+
+def rules_apply(*, account) -> int:
+    """Give every unassigned resource of the account its first assignment, from a rule or
+    from a `LABGOV_ALLOCATION=<id>` env variable naming an allocation of the account's
+    institution. Returns how many resources were assigned."""
+    unassigned = list(
+        Resource.objects.filter(account=account, assignments__isnull=True).exclude(
+            kind=ResourceKind.ENDPOINT
+        )
+    )
+    if not unassigned:
+        return 0
+    rules = list(AttributionRule.objects.filter(account=account, is_active=True))
+    env_ids = {i for r in unassigned if (i := env_allocation_id(r)) is not None}
+    valid_env_ids = set(
+        Allocation.objects.filter(
+            pk__in=env_ids, funding_source__institution_id=account.institution_id
+        ).values_list("pk", flat=True)
+    )
+    new = []
+    for resource in unassigned:
+        env_id = env_allocation_id(resource)
+        if env_id in valid_env_ids:
+            new.append(
+                Assignment(
+                    resource=resource,
+                    allocation_id=env_id,
+                    starts_at=BEGINNING,
+                    source=Assignment.Source.RULE,
+                    note="LABGOV_ALLOCATION env variable",
+                )
+            )
+            continue
+        rule = rule_for(resource, rules)
+        if rule is not None:
+            new.append(
+                Assignment(
+                    resource=resource,
+                    allocation_id=rule.allocation_id,
+                    starts_at=BEGINNING,
+                    source=Assignment.Source.RULE,
+                    rule=rule,
+                )
+            )
+    Assignment.objects.bulk_create(new)
+    for assignment in new:
+        Resource.objects.filter(pk=assignment.resource_id).update(
+            current_allocation_id=assignment.allocation_id
+        )
+    return len(new)
+
+
+def reattribute(*, resource_ids: list[int], since: dt.datetime) -> set[dt.date]:
+    """Recompute the allocation of the resources' records from `since` on. Returns the days
+    whose usage may have moved, for `usage_reconcile`."""
+    timeline = Timeline.for_resources(resource_ids)
+    changed = []
+    days: set[dt.date] = set()
+    records = BillingRecord.objects.filter(
+        resource_id__in=resource_ids, bucket_start__gte=since
+    ).only("id", "resource_id", "bucket_start", "allocation_id")
+    for record in records.iterator(chunk_size=5000):
+        allocation_id = timeline.allocation_at(record.resource_id, record.bucket_start)
+        if allocation_id != record.allocation_id:
+            record.allocation_id = allocation_id
+            changed.append(record)
+            days.add(record.bucket_start.astimezone(UTC).date())
+    BillingRecord.objects.bulk_update(changed, ["allocation"], batch_size=2000)
+    return days
+
+
+def usage_reconcile(*, days: Iterable[dt.date]) -> int:
+    """Make the ledger's usage per allocation and UTC day equal the attributed billing records
+    of that day, by posting the differences (the ledger is append-only: corrections are new
+    entries). Returns the number of entries posted.
+
+    Runs in the caller's transaction. Allocation rows are locked first, so two accounts' syncs
+    touching the same allocation and day cannot both post the same difference.
+    """
+    days = sorted(set(days))
+    if not days:
+        return 0
+    start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
+    end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
+    wanted_days = set(days)
+
+    desired: dict[tuple[int, dt.date], Decimal] = {}
+    for row in (
+        BillingRecord.objects.filter(
+            bucket_start__gte=start, bucket_start__lt=end, allocation__isnull=False
+        )
+        .annotate(day=TruncDay("bucket_start", tzinfo=UTC))
+        .values("allocation_id", "day")
+        .annotate(total=Sum("total_usd"))
+    ):
+        day = _as_date(row["day"])
+        if day in wanted_days:
+            desired[(row["allocation_id"], day)] = row["total"] or ZERO
+
+    posted: dict[tuple[int, dt.date], Decimal] = {}
+    for row in (
+        LedgerEntry.objects.filter(
+            kind=LedgerEntry.Kind.USAGE,
+            occurred_at__gte=start,
+            occurred_at__lt=end,
+            allocation__isnull=False,
+        )
+        .values("allocation_id", "occurred_at")
+        .annotate(total=Sum("amount_usd"))
+    ):
+        day = _as_date(row["occurred_at"])
+        if day in wanted_days:
+            key = (row["allocation_id"], day)
+            posted[key] = posted.get(key, ZERO) + (row["total"] or ZERO)
+
+    keys = {k for k in set(desired) | set(posted) if desired.get(k, ZERO) != posted.get(k, ZERO)}
+    if not keys:
+        return 0
+    allocation_ids = sorted({k[0] for k in keys})
+    funding_of = dict(
+        Allocation.objects.select_for_update()
+        .filter(pk__in=allocation_ids)
+        .order_by("pk")
+        .values_list("pk", "funding_source_id")
+    )
+    entries = [
+        LedgerEntry(
+            funding_source_id=funding_of[allocation_id],
+            allocation_id=allocation_id,
+            kind=LedgerEntry.Kind.USAGE,
+            amount_usd=desired.get((allocation_id, day), ZERO)
+            - posted.get((allocation_id, day), ZERO),
+            occurred_at=dt.datetime.combine(day, dt.time(), tzinfo=UTC),
+            memo=f"Runpod usage on {day:%Y-%m-%d}",
+        )
+        for allocation_id, day in sorted(keys)
+    ]
+    LedgerEntry.objects.bulk_create(entries)
+    return len(entries)
+
+
+def _as_date(value) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(UTC).date()
+    return value

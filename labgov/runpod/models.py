@@ -1,0 +1,322 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from labgov.core.money import PreciseMoneyField
+
+DEFAULT_BASE_URL = "https://api.runpod.io"
+
+
+class RunpodAccount(models.Model):
+    """A connected Runpod account: an institution-wide one, or a lab's own team account."""
+
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, related_name="runpod_accounts"
+    )
+    lab = models.ForeignKey(
+        "accounts.Lab",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="runpod_accounts",
+        help_text="Set when the account is a lab's own team account.",
+    )
+    name = models.CharField(max_length=120)
+    base_url = models.URLField(default=DEFAULT_BASE_URL)
+    api_key_encrypted = models.TextField()
+    api_key_last4 = models.CharField(max_length=4)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    # Billing buckets before this instant were complete when last fetched; the next sync
+    # starts here minus an overlap, so late corrections are still picked up.
+    billing_complete_through = models.DateTimeField(null=True, blank=True)
+    # The sync lock: claimed with a conditional UPDATE so that two workers, on any machines,
+    # never sync the same account at once. It expires, so a killed worker cannot hold it forever.
+    sync_lock_token = models.CharField(max_length=64, blank=True)
+    sync_locked_until = models.DateTimeField(null=True, blank=True)
+    # Admin-entered balance, used by balance alerts when the API offers none.
+    manual_balance_usd = PreciseMoneyField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["institution", "name"], name="runpod_account_unique_name"
+            )
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SyncRun(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Skipped (another sync was running)"
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "Schedule"
+        MANUAL = "manual", "Manual"
+        COMMAND = "command", "Command"
+
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="sync_runs")
+    trigger = models.CharField(max_length=20, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    triggered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+    phase = models.CharField(max_length=60, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["account", "status", "-started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.account} sync {self.started_at:%Y-%m-%d %H:%M} {self.status}"
+
+    @property
+    def progress_percent(self) -> int:
+        if not self.progress_total:
+            return 0
+        return min(100, round(100 * self.progress_done / self.progress_total))
+
+
+class ResourceKind(models.TextChoices):
+    POD = "pod", "Pod"
+    NETWORK_VOLUME = "network_volume", "Network volume"
+    SERVERLESS = "serverless", "Serverless endpoint"
+    CLUSTER = "cluster", "Cluster"
+    # /v2/billing/endpoints bills without resource ids: one pseudo-resource per account holds it.
+    ENDPOINT = "endpoint", "Endpoints (account-wide)"
+
+
+class ResourceQuerySet(models.QuerySet):
+    def present(self):
+        return self.filter(gone_at__isnull=True)
+
+
+class Resource(models.Model):
+    """Anything Runpod bills: a pod, network volume, serverless endpoint or cluster.
+
+    Rows are never deleted: a resource that disappears from Runpod's lists keeps its history
+    and gets `gone_at`. Kind-specific fields are blank where they do not apply.
+    """
+
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="resources")
+    kind = models.CharField(max_length=20, choices=ResourceKind.choices)
+    runpod_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=30, blank=True)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    cost_per_hr_usd = PreciseMoneyField(default=0)
+    gpu_type_id = models.CharField(max_length=100, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    cloud = models.CharField(max_length=20, blank=True)
+    data_center_id = models.CharField(max_length=60, blank=True)
+    template_id = models.CharField(max_length=100, blank=True)
+    image = models.CharField(max_length=300, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    container_disk_gb = models.PositiveIntegerField(default=0)
+    volume_disk_gb = models.PositiveIntegerField(default=0)
+    network_volume_id = models.CharField(max_length=100, blank=True)
+    cluster_id = models.CharField(max_length=100, blank=True)
+    size_gb = models.PositiveIntegerField(default=0)  # network volumes
+    volume_type = models.CharField(max_length=30, blank=True)  # network volumes
+    details = models.JSONField(default=dict, blank=True)
+    created_at_runpod = models.DateTimeField(null=True, blank=True)
+    first_seen_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    gone_at = models.DateTimeField(null=True, blank=True)
+    # Who pays for it now (the latest assignment); past buckets keep the attribution they had.
+    current_allocation = models.ForeignKey(
+        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    objects = ResourceQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "kind", "runpod_id"], name="resource_unique_runpod_id"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["account", "kind", "gone_at"]),
+            models.Index(fields=["current_allocation"]),
+        ]
+        ordering = ["kind", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.name or self.runpod_id}"
+
+
+class BillingRecord(models.Model):
+    """One hourly (or coarser) bucket [bucket_start, bucket_end) of one resource's spend,
+    stored exactly as Runpod sent it, with the allocation it is attributed to (null:
+    unattributed)."""
+
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="billing_records")
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=20, choices=ResourceKind.choices)
+    bucket_start = models.DateTimeField()
+    bucket_end = models.DateTimeField()
+    total_usd = PreciseMoneyField()
+    gpu_usd = PreciseMoneyField(default=0)
+    cpu_usd = PreciseMoneyField(default=0)
+    disk_usd = PreciseMoneyField(default=0)
+    storage_standard_usd = PreciseMoneyField(default=0)
+    storage_high_performance_usd = PreciseMoneyField(default=0)
+    fee_usd = PreciseMoneyField(default=0)
+    networking_usd = PreciseMoneyField(default=0)
+    allocation = models.ForeignKey(
+        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource", "bucket_start"], name="billing_unique_resource_bucket"
+            ),
+            models.CheckConstraint(
+                condition=Q(bucket_end__gt=models.F("bucket_start")), name="billing_bucket_order"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["account", "bucket_start"]),
+            models.Index(fields=["allocation", "bucket_start"]),
+            # The unattributed queue reads only these, and they should be few.
+            models.Index(
+                fields=["resource", "bucket_start"],
+                condition=Q(allocation__isnull=True),
+                name="billing_unattributed_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_id} {self.bucket_start:%Y-%m-%d %H:%M} {self.total_usd}"
+
+
+class AccountBillingRecord(models.Model):
+    """Runpod's own total for the whole account per bucket: the figure to reconcile against."""
+
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    bucket_start = models.DateTimeField()
+    bucket_end = models.DateTimeField()
+    total_usd = PreciseMoneyField()
+    components = models.JSONField(default=dict)
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "bucket_start"], name="account_billing_unique_bucket"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.bucket_start:%Y-%m-%d %H:%M} {self.total_usd}"
+
+
+class GpuType(models.Model):
+    """Runpod's GPU catalog, refreshed by the sync; prices in USD per GPU-hour."""
+
+    gpu_id = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    memory_gb = models.PositiveIntegerField(default=0)
+    secure_price_per_hr_usd = PreciseMoneyField(default=0)
+    community_price_per_hr_usd = PreciseMoneyField(default=0)
+    serverless_price_per_hr_usd = PreciseMoneyField(null=True, blank=True)
+    secure_available = models.BooleanField(default=False)
+    community_available = models.BooleanField(default=False)
+    max_count_secure = models.PositiveIntegerField(default=0)
+    max_count_community = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AttributionRule(models.Model):
+    """A lab admin's rule: resources matching it are paid by `allocation`."""
+
+    class Kind(models.TextChoices):
+        NAME_PREFIX = "name_prefix", "Name starts with"
+        ENV_VAR = "env_var", "Environment variable equals"
+        TEMPLATE = "template", "Template is"
+        ACCOUNT = "account", "Everything in the Runpod account"
+
+    # Checked in this order; within a kind, the longest (most specific) pattern wins.
+    PRECEDENCE = (Kind.ENV_VAR, Kind.TEMPLATE, Kind.NAME_PREFIX, Kind.ACCOUNT)
+
+    lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(
+        RunpodAccount,
+        on_delete=models.PROTECT,
+        related_name="attribution_rules",
+        help_text="The Runpod account the rule applies to.",
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # NAME_PREFIX: the prefix; ENV_VAR: "NAME=value"; TEMPLATE: the template id; ACCOUNT: "".
+    pattern = models.CharField(max_length=300, blank=True)
+    allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
+    is_active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kind", "pattern"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.pattern}".strip()
+
+
+class Assignment(models.Model):
+    """From `starts_at` on, `resource`'s spend belongs to `allocation` (null: explicitly
+    unattributed). The latest assignment starting at or before a bucket decides that bucket,
+    so re-assigning a resource never rewrites spend before the new start."""
+
+    class Source(models.TextChoices):
+        PROVISIONED = "provisioned", "Provisioned by labgov"
+        RULE = "rule", "Attribution rule"
+        MANUAL = "manual", "Assigned by hand"
+
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="assignments")
+    allocation = models.ForeignKey(
+        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    starts_at = models.DateTimeField()
+    source = models.CharField(max_length=20, choices=Source.choices)
+    rule = models.ForeignKey(
+        AttributionRule, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["resource", "starts_at", "id"]
+        indexes = [models.Index(fields=["resource", "starts_at"])]
+
+    def __str__(self) -> str:
+        who = self.allocation or "unattributed"
+        return f"{self.resource} → {who} from {self.starts_at:%Y-%m-%d %H:%M}"

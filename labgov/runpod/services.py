@@ -1,0 +1,292 @@
+import datetime as dt
+
+from django.db import transaction
+from django.utils import timezone
+
+from labgov.accounts.models import Institution, Lab
+from labgov.audit.services import audit_record
+from labgov.core.crypto import decrypt, encrypt
+from labgov.core.errors import DomainError
+from labgov.core.snapshots import snapshot
+from labgov.funding.models import Allocation
+from labgov.runpod.attribution import BEGINNING, reattribute, usage_reconcile
+from labgov.runpod.models import (
+    DEFAULT_BASE_URL,
+    Assignment,
+    AttributionRule,
+    Resource,
+    ResourceKind,
+    RunpodAccount,
+    SyncRun,
+)
+
+ACCOUNT_AUDIT_FIELDS = [
+    "name",
+    "institution_id",
+    "lab_id",
+    "base_url",
+    "api_key_last4",
+    "is_active",
+]
+
+
+def client_for_account(account: RunpodAccount):
+    from labgov.runpod.client import RunpodClient
+
+    return RunpodClient(base_url=account.base_url, api_key=decrypt(account.api_key_encrypted))
+
+
+def _clean_base_url(base_url: str) -> str:
+    base_url = (base_url or DEFAULT_BASE_URL).strip().rstrip("/")
+    if base_url.endswith("/v2"):
+        base_url = base_url[: -len("/v2")]
+    if not base_url.startswith(("http://", "https://")):
+        raise DomainError(
+            "The base URL must start with https:// (or http:// for a local simulator).",
+            field="base_url",
+        )
+    return base_url
+
+
+def _clean_key(api_key: str) -> str:
+    api_key = (api_key or "").strip()
+    if len(api_key) < 8 or any(c.isspace() for c in api_key):
+        raise DomainError("That does not look like a Runpod API key.", field="api_key")
+    return api_key
+
+
+@transaction.atomic
+def account_connect(
+    *,
+    actor,
+    institution: Institution,
+    name: str,
+    api_key: str,
+    base_url: str = DEFAULT_BASE_URL,
+    lab: Lab | None = None,
+) -> RunpodAccount:
+    name = name.strip()
+    if not name:
+        raise DomainError("The account needs a name.", field="name")
+    if lab is not None and lab.institution_id != institution.pk:
+        raise DomainError("The lab belongs to another institution.", field="lab")
+    if RunpodAccount.objects.filter(institution=institution, name=name).exists():
+        raise DomainError(f"An account called {name} is connected already.", field="name")
+    api_key = _clean_key(api_key)
+    account = RunpodAccount.objects.create(
+        institution=institution,
+        lab=lab,
+        name=name,
+        base_url=_clean_base_url(base_url),
+        api_key_encrypted=encrypt(api_key),
+        api_key_last4=api_key[-4:],
+    )
+    audit_record(
+        actor=actor,
+        action="runpod_account.connect",
+        target=account,
+        institution_id=institution.pk,
+        after=snapshot(account, ACCOUNT_AUDIT_FIELDS),
+    )
+    return account
+
+
+@transaction.atomic
+def account_update(
+    *,
+    actor,
+    account: RunpodAccount,
+    name: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    lab: Lab | None | str = "unchanged",
+    is_active: bool | None = None,
+) -> RunpodAccount:
+    """Change an account. An empty api_key keeps the stored key."""
+    locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
+    before = snapshot(locked, ACCOUNT_AUDIT_FIELDS)
+    if name is not None:
+        name = name.strip()
+        if not name:
+            raise DomainError("The account needs a name.", field="name")
+        if (
+            RunpodAccount.objects.filter(institution_id=locked.institution_id, name=name)
+            .exclude(pk=locked.pk)
+            .exists()
+        ):
+            raise DomainError(f"An account called {name} is connected already.", field="name")
+        locked.name = name
+    if base_url is not None:
+        locked.base_url = _clean_base_url(base_url)
+    if api_key:
+        api_key = _clean_key(api_key)
+        locked.api_key_encrypted = encrypt(api_key)
+        locked.api_key_last4 = api_key[-4:]
+    if lab != "unchanged":
+        if lab is not None and lab.institution_id != locked.institution_id:
+            raise DomainError("The lab belongs to another institution.", field="lab")
+        locked.lab = lab
+    if is_active is not None:
+        locked.is_active = is_active
+    after = snapshot(locked, ACCOUNT_AUDIT_FIELDS)
+    key_changed = bool(api_key)
+    if after == before and not key_changed:
+        return locked
+    locked.save()
+    audit_record(
+        actor=actor,
+        action="runpod_account.update",
+        target=locked,
+        institution_id=locked.institution_id,
+        before=before,
+        after=after,
+        note="API key replaced" if key_changed else "",
+    )
+    return locked
+
+
+def account_test_connection(*, account: RunpodAccount):
+    with client_for_account(account) as client:
+        return client.check_connection()
+
+
+def sync_request(*, actor, account: RunpodAccount) -> None:
+    """Queue a sync now (after the current transaction commits)."""
+    from labgov.runpod.tasks import sync_account
+
+    transaction.on_commit(
+        lambda: sync_account.delay(account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None)
+    )
+
+
+@transaction.atomic
+def rule_create(
+    *, actor, account: RunpodAccount, kind: str, pattern: str, allocation: Allocation
+) -> AttributionRule:
+    pattern = pattern.strip()
+    if kind not in AttributionRule.Kind.values:
+        raise DomainError(f"Unknown rule kind {kind!r}.", field="kind")
+    if kind == AttributionRule.Kind.ACCOUNT:
+        pattern = ""
+    elif not pattern:
+        raise DomainError("The rule needs a pattern.", field="pattern")
+    if kind == AttributionRule.Kind.ENV_VAR and "=" not in pattern:
+        raise DomainError("Write the variable as NAME=value.", field="pattern")
+    lab = allocation.funding_source.lab
+    if lab.institution_id != account.institution_id:
+        raise DomainError("The allocation belongs to another institution.", field="allocation")
+    if account.lab_id is not None and account.lab_id != lab.pk:
+        raise DomainError("This Runpod account belongs to another lab.", field="account")
+    if AttributionRule.objects.filter(
+        account=account, kind=kind, pattern=pattern, is_active=True
+    ).exists():
+        raise DomainError("An active rule with this pattern exists already.", field="pattern")
+    rule = AttributionRule.objects.create(
+        lab=lab,
+        account=account,
+        kind=kind,
+        pattern=pattern,
+        allocation=allocation,
+        created_by=actor,
+    )
+    audit_record(
+        actor=actor,
+        action="attribution_rule.create",
+        target=rule,
+        institution_id=account.institution_id,
+    )
+    # Apply it to what it matches now; past spend of those resources follows (their first
+    # assignment covers their whole history).
+    from labgov.runpod.attribution import rules_apply
+
+    newly = list(
+        Resource.objects.filter(account=account, assignments__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
+    if rules_apply(account=account):
+        days = reattribute(resource_ids=newly, since=BEGINNING)
+        usage_reconcile(days=days)
+    return rule
+
+
+@transaction.atomic
+def rule_deactivate(*, actor, rule: AttributionRule) -> AttributionRule:
+    """Stop a rule from claiming new resources. Resources it assigned keep their assignment."""
+    locked = AttributionRule.objects.select_for_update().get(pk=rule.pk)
+    if not locked.is_active:
+        return locked
+    locked.is_active = False
+    locked.save(update_fields=["is_active"])
+    audit_record(
+        actor=actor,
+        action="attribution_rule.deactivate",
+        target=locked,
+        institution_id=locked.account.institution_id,
+        before={"is_active": True},
+        after={"is_active": False},
+    )
+    return locked
+
+
+@transaction.atomic
+def resource_assign(
+    *,
+    actor,
+    resource: Resource,
+    allocation: Allocation | None,
+    starts_at: dt.datetime | None = None,
+    source: str = Assignment.Source.MANUAL,
+    note: str = "",
+) -> Assignment:
+    """Assign a resource's spend to an allocation (None: explicitly unattributed).
+
+    A resource's first assignment covers its whole history; a re-assignment takes effect from
+    `starts_at` (default now), so spend before it stays where it was.
+    """
+    locked = Resource.objects.select_for_update().get(pk=resource.pk)
+    if locked.kind == ResourceKind.ENDPOINT:
+        raise DomainError("Account-wide endpoint spend has no resource to assign.")
+    if (
+        allocation is not None
+        and allocation.funding_source.institution_id != locked.account.institution_id
+    ):
+        raise DomainError("The allocation belongs to another institution.", field="allocation")
+    has_history = Assignment.objects.filter(resource=locked).exists()
+    if starts_at is None:
+        starts_at = timezone.now() if has_history else BEGINNING
+    if has_history:
+        latest = Assignment.objects.filter(resource=locked).order_by("-starts_at", "-id").first()
+        if starts_at < latest.starts_at:
+            raise DomainError(
+                "A re-assignment cannot start before the current assignment "
+                f"({latest.starts_at:%Y-%m-%d %H:%M} UTC).",
+                field="starts_at",
+            )
+    before = {"allocation_id": locked.current_allocation_id}
+    assignment = Assignment.objects.create(
+        resource=locked,
+        allocation=allocation,
+        starts_at=starts_at,
+        source=source,
+        created_by=actor if actor and actor.pk else None,
+        note=note,
+    )
+    locked.current_allocation = allocation
+    locked.save(update_fields=["current_allocation"])
+    days = reattribute(resource_ids=[locked.pk], since=starts_at)
+    usage_reconcile(days=days)
+    audit_record(
+        actor=actor,
+        action="resource.assign",
+        target=locked,
+        institution_id=locked.account.institution_id,
+        before=before,
+        after={
+            "allocation_id": allocation.pk if allocation else None,
+            "starts_at": starts_at.isoformat(),
+            "source": source,
+        },
+        note=note,
+    )
+    return assignment

@@ -1,0 +1,195 @@
+"""Syncing one Runpod account: inventory, billing records, attribution and usage.
+
+Each step is idempotent. Billing is fetched in slices of the window, and each slice is written
+(records, attribution, ledger usage) in its own transaction: memory stays bounded, and a sync
+that fails half-way leaves every slice either as it was or wholly updated, never in between.
+"""
+
+import datetime as dt
+import logging
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from labgov.core.periods import hour_floor
+from labgov.runpod import billing_store
+from labgov.runpod.attribution import rules_apply, usage_reconcile
+from labgov.runpod.errors import RunpodError
+from labgov.runpod.inventory import inventory_sync
+from labgov.runpod.models import RunpodAccount, SyncRun
+from labgov.runpod.types import BillingKind
+
+log = logging.getLogger(__name__)
+
+BILLING_KINDS = (
+    BillingKind.POD,
+    BillingKind.NETWORK_VOLUME,
+    BillingKind.SERVERLESS,
+    BillingKind.CLUSTER,
+    BillingKind.ENDPOINT,
+)
+
+
+class SyncBusy(Exception):
+    """Another worker holds this account's sync lock."""
+
+
+@dataclass(frozen=True)
+class Window:
+    start: dt.datetime
+    end: dt.datetime
+
+    def slices(self, hours: int) -> Iterator["Window"]:
+        cursor = self.start
+        while cursor < self.end:
+            upper = min(cursor + dt.timedelta(hours=hours), self.end)
+            yield Window(cursor, upper)
+            cursor = upper
+
+
+def default_window(account: RunpodAccount, now: dt.datetime) -> Window:
+    end = now
+    if account.billing_complete_through is None:
+        start = hour_floor(now) - dt.timedelta(days=settings.LABGOV_SYNC_FIRST_DAYS)
+    else:
+        start = account.billing_complete_through - dt.timedelta(
+            hours=settings.LABGOV_SYNC_OVERLAP_HOURS
+        )
+    return Window(hour_floor(start), end)
+
+
+def lock_claim(account_id: int, now: dt.datetime) -> str | None:
+    token = secrets.token_hex(16)
+    claimed = (
+        RunpodAccount.objects.filter(pk=account_id)
+        .filter(Q(sync_locked_until__isnull=True) | Q(sync_locked_until__lt=now))
+        .update(
+            sync_lock_token=token,
+            sync_locked_until=now + dt.timedelta(seconds=settings.LABGOV_SYNC_LOCK_SECONDS),
+        )
+    )
+    return token if claimed == 1 else None
+
+
+def lock_extend(account_id: int, token: str) -> bool:
+    return (
+        RunpodAccount.objects.filter(pk=account_id, sync_lock_token=token).update(
+            sync_locked_until=timezone.now()
+            + dt.timedelta(seconds=settings.LABGOV_SYNC_LOCK_SECONDS)
+        )
+        == 1
+    )
+
+
+def lock_release(account_id: int, token: str) -> None:
+    RunpodAccount.objects.filter(pk=account_id, sync_lock_token=token).update(
+        sync_lock_token="", sync_locked_until=None
+    )
+
+
+def _progress(run: SyncRun, **fields) -> None:
+    for name, value in fields.items():
+        setattr(run, name, value)
+    SyncRun.objects.filter(pk=run.pk).update(**fields)
+
+
+def account_sync(
+    *,
+    account_id: int,
+    trigger: str = SyncRun.Trigger.SCHEDULE,
+    actor=None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    client_factory: Callable | None = None,
+) -> SyncRun:
+    """Sync one account. Always returns its SyncRun (succeeded, failed or skipped); errors are
+    recorded in it in words, never raised, except bugs, which are recorded and re-raised."""
+    from labgov.runpod.services import client_for_account
+
+    client_factory = client_factory or client_for_account
+    account = RunpodAccount.objects.get(pk=account_id)
+    now = timezone.now()
+    run = SyncRun.objects.create(
+        account=account, trigger=trigger, triggered_by=actor, started_at=now, phase="starting"
+    )
+    token = lock_claim(account.pk, now)
+    if token is None:
+        _progress(
+            run,
+            status=SyncRun.Status.SKIPPED,
+            finished_at=timezone.now(),
+            phase="",
+            error="Another sync of this account was running.",
+        )
+        return run
+    try:
+        explicit = start is not None or end is not None
+        window = Window(
+            hour_floor(start) if start else default_window(account, now).start,
+            end or now,
+        )
+        _progress(run, window_start=window.start, window_end=window.end)
+        counts = _sync(account, run, token, window, client_factory)
+        if not explicit or window.end >= hour_floor(now):
+            # Everything before the current hour has been fetched whole.
+            complete = max(account.billing_complete_through or window.start, hour_floor(window.end))
+            RunpodAccount.objects.filter(pk=account.pk).update(billing_complete_through=complete)
+        _progress(
+            run,
+            status=SyncRun.Status.SUCCEEDED,
+            finished_at=timezone.now(),
+            phase="done",
+            counts=counts,
+        )
+    except RunpodError as exc:
+        log.warning("sync of account %s failed: %s", account.pk, exc.message)
+        _progress(
+            run,
+            status=SyncRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error=exc.message,
+        )
+    except Exception as exc:
+        log.exception("sync of account %s failed unexpectedly", account.pk)
+        _progress(
+            run,
+            status=SyncRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error=f"Internal error ({exc.__class__.__name__}); the details are in the log.",
+        )
+        raise
+    finally:
+        lock_release(account.pk, token)
+    return run
+
+
+def _sync(account, run, token, window: Window, client_factory) -> dict:
+    slice_hours = settings.LABGOV_SYNC_SLICE_HOURS
+    slices = list(window.slices(slice_hours))
+    counts = {"records": 0, "ledger_entries": 0}
+    _progress(run, phase="inventory", progress_done=0, progress_total=len(slices) + 1)
+    with client_factory(account) as client:
+        counts.update(inventory_sync(account=account, client=client, now=run.started_at))
+        with transaction.atomic():
+            counts["rules_assigned"] = rules_apply(account=account)
+        _progress(run, phase="billing", progress_done=1)
+        for index, part in enumerate(slices, start=2):
+            fetched = {
+                kind: client.billing_records(kind, start=part.start, end=part.end)
+                for kind in BILLING_KINDS
+            }
+            account_records = client.account_billing(start=part.start, end=part.end)
+            with transaction.atomic():
+                days = billing_store.records_upsert(account=account, fetched=fetched)
+                billing_store.account_records_upsert(account=account, records=account_records)
+                counts["ledger_entries"] += usage_reconcile(days=days)
+            counts["records"] += sum(len(v) for v in fetched.values())
+            if not lock_extend(account.pk, token):
+                raise RuntimeError("the sync lock was lost; another worker may have taken over")
+            _progress(run, progress_done=index, counts=counts)
+    return counts

@@ -1,0 +1,18 @@
+from django.urls import path
+
+from labgov.runpod import views
+
+app_name = "runpod"
+urlpatterns = [
+    path("accounts/", views.account_list, name="account_list"),
+    path("accounts/new/", views.account_new, name="account_new"),
+    path("accounts/<int:pk>/", views.account_detail, name="account_detail"),
+    path("accounts/<int:pk>/edit/", views.account_edit, name="account_edit"),
+    path("accounts/<int:pk>/test/", views.account_test, name="account_test"),
+    path("accounts/<int:pk>/sync/", views.account_sync_now, name="account_sync"),
+    path("resources/", views.resource_list, name="resources"),
+    path("resources/<int:pk>/assign/", views.resource_assign_view, name="resource_assign"),
+    path("unattributed/", views.unattributed_queue, name="unattributed"),
+    path("rules/", views.rule_list, name="rules"),
+    path("rules/<int:pk>/deactivate/", views.rule_deactivate_view, name="rule_deactivate"),
+]

@@ -1,0 +1,274 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from labgov.accounts import access
+from labgov.accounts.models import Institution, Lab
+from labgov.core.errors import DomainError
+from labgov.runpod.forms import AccountForm, AssignForm, RuleForm
+from labgov.runpod.models import AttributionRule, ResourceKind, RunpodAccount, SyncRun
+from labgov.runpod.pricing import resource_storage_monthly_usd
+from labgov.runpod.selectors import (
+    account_for_user,
+    accounts_for_user,
+    allocations_assignable_by,
+    resources_for_user,
+    unattributed_queue_for_user,
+)
+from labgov.runpod.services import (
+    account_connect,
+    account_test_connection,
+    account_update,
+    resource_assign,
+    rule_create,
+    rule_deactivate,
+    sync_request,
+)
+
+
+def _field_error(form, exc: DomainError) -> None:
+    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+@login_required
+@require_http_methods(["GET"])
+def account_list(request):
+    scope = access.scope_for(request.user)
+    return render(
+        request,
+        "runpod/account_list.html",
+        {
+            "accounts": accounts_for_user(request.user),
+            "can_connect": bool(scope.admin_institutions),
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_new(request):
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.admin_institutions))
+    institution = (
+        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    )
+    form = AccountForm(
+        request.POST or None, labs=Lab.objects.filter(institution=institution), key_required=True
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            account = account_connect(
+                actor=request.user, institution=institution, **form.cleaned_data
+            )
+        except DomainError as exc:
+            _field_error(form, exc)
+        else:
+            messages.success(request, f"Connected {account}. Test the connection, then sync.")
+            return redirect("runpod:account_detail", pk=account.pk)
+    return render(
+        request, "runpod/account_form.html", {"form": form, "title": "Connect a Runpod account"}
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_edit(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    form = AccountForm(
+        request.POST or None,
+        labs=Lab.objects.filter(institution_id=account.institution_id),
+        key_required=False,
+        initial={"name": account.name, "lab": account.lab_id, "base_url": account.base_url},
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            account_update(actor=request.user, account=account, **form.cleaned_data)
+        except DomainError as exc:
+            _field_error(form, exc)
+        else:
+            messages.success(request, "Saved.")
+            return redirect("runpod:account_detail", pk=account.pk)
+    return render(
+        request,
+        "runpod/account_form.html",
+        {"form": form, "title": f"Edit {account.name}", "account": account},
+    )
+
+
+def _status_context(account: RunpodAccount) -> dict:
+    runs = list(account.sync_runs.order_by("-started_at", "-id")[:15])
+    running = next((r for r in runs if r.status == SyncRun.Status.RUNNING), None)
+    last_success = (
+        account.sync_runs.filter(status=SyncRun.Status.SUCCEEDED).order_by("-started_at").first()
+    )
+    failures = [r for r in runs if r.status == SyncRun.Status.FAILED][:5]
+    return {
+        "account": account,
+        "runs": runs,
+        "running": running,
+        "last_success": last_success,
+        "failures": failures,
+    }
+
+
+@login_required
+@require_http_methods(["GET"])
+def account_detail(request, pk: int):
+    account = account_for_user(request.user, pk)
+    context = _status_context(account)
+    context["can_manage"] = access.can_manage_runpod_account(request.user, account.institution_id)
+    if request.htmx:
+        return render(request, "runpod/account_detail.html#status", context)
+    from labgov.runpod.reconcile import account_reconciliation
+
+    context["reconciliation"] = account_reconciliation(account=account)
+    return render(request, "runpod/account_detail.html", context)
+
+
+@login_required
+@require_POST
+def account_test(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    result = account_test_connection(account=account)
+    (messages.success if result.ok else messages.error)(request, result.message)
+    return redirect("runpod:account_detail", pk=account.pk)
+
+
+@login_required
+@require_POST
+def account_sync_now(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    sync_request(actor=request.user, account=account)
+    messages.success(request, "Sync queued; its progress shows below.")
+    return redirect("runpod:account_detail", pk=account.pk)
+
+
+INVENTORY_KINDS = [k for k in ResourceKind if k != ResourceKind.ENDPOINT]
+
+
+@login_required
+@require_http_methods(["GET"])
+def resource_list(request):
+    resources = resources_for_user(request.user)
+    kind = request.GET.get("kind", "")
+    if kind in ResourceKind.values:
+        resources = resources.filter(kind=kind)
+    else:
+        resources = resources.exclude(kind=ResourceKind.ENDPOINT)
+    show_gone = request.GET.get("gone") == "1"
+    if not show_gone:
+        resources = resources.filter(gone_at__isnull=True)
+    if status := request.GET.get("status", "").strip().upper():
+        resources = resources.filter(status=status)
+    page = Paginator(resources.order_by("kind", "name", "pk"), 100).get_page(
+        request.GET.get("page")
+    )
+    for resource in page.object_list:
+        resource.storage_monthly_usd = resource_storage_monthly_usd(resource)
+    context = {
+        "page": page,
+        "kind": kind,
+        "status": status,
+        "show_gone": show_gone,
+        "kinds": [(k.value, k.label) for k in INVENTORY_KINDS],
+    }
+    template = "runpod/resource_list.html#table" if request.htmx else "runpod/resource_list.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET"])
+def unattributed_queue(request):
+    queue = unattributed_queue_for_user(request.user)
+    page = Paginator(queue, 50).get_page(request.GET.get("page"))
+    allocations = allocations_assignable_by(request.user)
+    return render(
+        request,
+        "runpod/unattributed.html",
+        {
+            "page": page,
+            "form": AssignForm(allocations=allocations),
+            "can_assign": allocations.exists(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def resource_assign_view(request, pk: int):
+    resource = access.get_or_404(resources_for_user(request.user), pk=pk)
+    allocations = allocations_assignable_by(request.user)
+    access.deny_unless(allocations.exists())
+    form = AssignForm(request.POST, allocations=allocations)
+    if form.is_valid():
+        try:
+            resource_assign(
+                actor=request.user, resource=resource, allocation=form.cleaned_data["allocation"]
+            )
+        except DomainError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(
+                request, f"{resource} is now paid by {form.cleaned_data['allocation']}."
+            )
+    else:
+        messages.error(request, "Choose one of your labs' allocations.")
+    if request.htmx:
+        response = render(
+            request, "runpod/assigned_row.html", {"resource": resource, "ok": form.is_valid()}
+        )
+        return response
+    return redirect("runpod:unattributed")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rule_list(request):
+    scope = access.scope_for(request.user)
+    rules = AttributionRule.objects.filter(
+        Q(account__institution_id__in=scope.money_institutions) | Q(lab_id__in=scope.managed_labs)
+    ).select_related("account", "allocation__funding_source", "allocation__user", "lab")
+    allocations = allocations_assignable_by(request.user)
+    form = None
+    if allocations.exists():
+        accounts = RunpodAccount.objects.filter(access.runpod_accounts_q(request.user))
+        form = RuleForm(request.POST or None, accounts=accounts, allocations=allocations)
+    if request.method == "POST":
+        access.deny_unless(form is not None)
+        if form.is_valid():
+            try:
+                rule_create(actor=request.user, **form.cleaned_data)
+            except DomainError as exc:
+                _field_error(form, exc)
+            else:
+                messages.success(request, "Rule added and applied.")
+                return redirect("runpod:rules")
+    return render(
+        request,
+        "runpod/rules.html",
+        {
+            "rules": rules.order_by("-is_active", "kind", "pattern"),
+            "form": form,
+            "managed_labs": scope.managed_labs,
+        },
+    )
+
+
+@login_required
+@require_POST
+def rule_deactivate_view(request, pk: int):
+    scope = access.scope_for(request.user)
+    rule = access.get_or_404(
+        AttributionRule.objects.filter(
+            Q(account__institution_id__in=scope.money_institutions)
+            | Q(lab_id__in=scope.managed_labs)
+        ),
+        pk=pk,
+    )
+    access.deny_unless(access.can_manage_lab(request.user, rule.lab_id))
+    rule_deactivate(actor=request.user, rule=rule)
+    messages.success(request, "Rule switched off; what it assigned stays assigned.")
+    return redirect("runpod:rules")
