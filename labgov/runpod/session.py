@@ -215,9 +215,9 @@ class Session:
 
     def _outcome_unknown(self, method: str, path: str, failure: str) -> RunpodOutcomeUnknown:
         return RunpodOutcomeUnknown(
-            f"The outcome of {method} {path} is unknown: it got {failure}, after Runpod may"
-            " already have created the pod. Look for the pod on Runpod (by its name) before"
-            " creating it again, or a second one may be created and billed."
+            f"The outcome of {method} {path} is unknown ({failure}): Runpod may already have"
+            " created the pod. Look for the pod on Runpod (by its name) before creating it"
+            " again, or a second one may be created and billed."
         )
 
     def _gave_up(self, method, path, made, started, failure, status, retry_after, malformed):
@@ -226,7 +226,7 @@ class Session:
         tried = f"{made} attempt{'s' if made != 1 else ''} {took}"
         if malformed:
             return RunpodBadResponse(
-                f"Runpod's answer to {method} {path} was unreadable after {tried}: {failure}.",
+                f"Runpod's answer to {method} {path} was unreadable after {tried} ({failure}).",
                 status=status,
             )
         if status == 429:
@@ -238,8 +238,7 @@ class Session:
                 retry_after_s=retry_after,
             )
         return RunpodUnavailable(
-            f"Runpod gave no usable answer to {method} {path} after {tried}:"
-            f" the last was {failure}.",
+            f"Runpod gave no usable answer to {method} {path} after {tried} (last: {failure}).",
             status=status,
             retry_after_s=retry_after,
         )

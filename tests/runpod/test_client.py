@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import logging
 from decimal import Decimal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -47,7 +48,8 @@ GPU_POD = """{
   "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
   "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 2}, "cloud": "SECURE",
   "dataCenterId": "US-KS-2", "cudaVersion": "12.8",
-  "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": "u", "command": "ssh u"}},
+  "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": "u", "command": "ssh u"},
+          "direct": null},
   "template": "9x4m2p7v", "cost": 0.88, "locked": false, "globalNetworking": {"enabled": false},
   "runtime": {"uptime": 3600, "ports": []},
   "createdAt": "2026-06-01T12:00:00Z", "startedAt": "2026-06-01T12:02:00Z"
@@ -58,7 +60,8 @@ CLUSTER_POD = """{
   "ports": [], "env": {}, "registry": null, "status": "EXITED", "actions": ["start", "terminate"],
   "mounts": {"network": [{"volumeId": "2q9m7x4c", "path": "/data"}]},
   "gpu": {"id": "NVIDIA H100 80GB HBM3"}, "cloud": "SECURE", "dataCenterId": "EU-RO-1",
-  "cudaVersion": null, "ssh": {}, "cluster": {"id": "cluster_abc", "rank": 0, "role": "PRIMARY"},
+  "cudaVersion": null, "ssh": {"proxy": null, "direct": null},
+  "cluster": {"id": "cluster_abc", "rank": 0, "role": "SLURM_CONTROLLER"},
   "template": null, "cost": 0, "locked": false, "globalNetworking": {"enabled": true},
   "runtime": null, "createdAt": "2026-06-01T14:00:00+02:00", "startedAt": null
 }"""
@@ -80,7 +83,6 @@ VOLUMES = """{"networkVolumes": [
 
 ENDPOINTS = """{"endpoints": [
   {"id": "4m7x2k9q", "name": "image-generator", "type": "QUEUE",
-   "requestUrls": {"run": "https://api.runpod.ai/v2/4m7x2k9q/run"},
    "image": "runpod/pytorch:1.0.2", "args": "", "disk": 20, "ports": ["8000/http"],
    "env": {"MODEL_NAME": "sdxl"}, "registry": null,
    "gpu": {"pools": ["ADA_24", "AMPERE_48"], "excludedTypes": ["NVIDIA L40"], "count": 2,
@@ -585,16 +587,18 @@ def test_tiny_amounts_stay_exact_and_sum_exactly(connect):
     assert sum(float(tiny) for _ in range(8760)) != float(total)  # what float would have done
 
 
+ACCOUNT_RECORD = (
+    '{"startTime": "2026-06-01T00:00:00Z", "endTime": "2026-06-01T01:00:00Z",'
+    ' "totalAmount": 1.2345678901, "podGpuAmount": 1.1, "podCpuAmount": 0,'
+    ' "podDiskAmount": 0.0001369863, "serverlessGpuAmount": 0, "serverlessCpuAmount": 0,'
+    ' "serverlessDiskAmount": 0, "serverlessFeeAmount": 0, "storageStandardAmount": 0.1,'
+    ' "storageHighPerformanceAmount": 0, "endpointAmount": 0, "clusterGpuAmount": 0.0344309038,'
+    ' "clusterDiskAmount": 0, "clusterNetworkingAmount": 0}'
+)
+
+
 def test_account_billing_splits_by_product(connect):
-    record = (
-        '{"startTime": "2026-06-01T00:00:00Z", "endTime": "2026-06-01T01:00:00Z",'
-        ' "totalAmount": 1.2345678901, "podGpuAmount": 1.1, "podCpuAmount": 0,'
-        ' "podDiskAmount": 0.0001369863, "serverlessGpuAmount": 0, "serverlessCpuAmount": 0,'
-        ' "serverlessDiskAmount": 0, "serverlessFeeAmount": 0, "storageStandardAmount": 0.1,'
-        ' "storageHighPerformanceAmount": 0, "endpointAmount": 0, "clusterGpuAmount": 0.0344309038,'
-        ' "clusterDiskAmount": 0, "clusterNetworkingAmount": 0}'
-    )
-    client, server = connect(ok(billing_body([record])))
+    client, server = connect(ok(billing_body([ACCOUNT_RECORD])))
 
     (parsed,) = client.account_billing(
         start=dt.datetime(2026, 6, 1, tzinfo=UTC), end=dt.datetime(2026, 6, 1, 1, tzinfo=UTC)
@@ -1358,3 +1362,46 @@ def test_billing_record_type_is_returned(connect):
 
     assert isinstance(parsed, BillingRecord)
     assert parsed.kind is BillingKind.POD
+
+
+# -- The fixtures follow Runpod's contract ---------------------------------------------------
+
+OPENAPI = Path(__file__).resolve().parents[2].parent / "shared" / "runpod" / "openapi-v2.json"
+BUCKET = '"startTime": "2026-06-01T00:00:00Z", "endTime": "2026-06-01T01:00:00Z"'
+BILLING_QUERY = f'{{{BUCKET}, "bucketSize": "hour"}}'
+
+
+@pytest.mark.skipif(not OPENAPI.exists(), reason="Runpod's OpenAPI description is not beside")
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ("ListPodsResponse", f'{{"pods": [{GPU_POD}, {CLUSTER_POD}]}}'),
+        ("Pod", GPU_POD),
+        ("ListNetworkVolumesResponse", VOLUMES),
+        ("ListEndpointsResponse", ENDPOINTS),
+        ("ListClustersResponse", CLUSTERS),
+        ("ListGpuTypesResponse", GPUS),
+        ("BillingRecord", ACCOUNT_RECORD),
+        *[
+            (
+                f"{name}BillingRecord",
+                f"{{{BUCKET}, {fields}}}",
+            )
+            for (_, _, fields, _, _), name in zip(
+                BILLING_CASES,
+                ["Pod", "NetworkVolume", "Serverless", "Cluster", "Endpoint"],
+                strict=True,
+            )
+        ],
+    ],
+)
+def test_fixtures_follow_runpods_openapi_description(schema, text):
+    jsonschema = pytest.importorskip("jsonschema")
+    spec = json.loads(OPENAPI.read_text())
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": f"#/components/schemas/{schema}", "components": spec["components"]}
+    )
+
+    errors = sorted(validator.iter_errors(json.loads(text)), key=str)
+
+    assert errors == [], errors[0].message if errors else ""
