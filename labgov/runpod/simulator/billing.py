@@ -101,6 +101,9 @@ Run = tuple[int, int, Vector]  # first hour, number of hours, amounts of each ho
 
 
 def _units(numerator: Decimal, denominator: int) -> int:
+    """numerator / denominator in USD, quantized to 1e-10 (ROUND_HALF_EVEN), in 1e-10 units."""
+    if not numerator:
+        return 0
     amount = DECIMAL.divide(numerator, denominator).quantize(Q10, context=DECIMAL)
     return int(amount.scaleb(10, context=DECIMAL))
 
@@ -121,7 +124,16 @@ class Meter:
     3600 x hours-per-month for GB x $/GB/month).
     """
 
-    __slots__ = ("product", "resource_id", "denominators", "segments", "starts", "_hours")
+    __slots__ = (
+        "product",
+        "resource_id",
+        "denominators",
+        "segments",
+        "starts",
+        "ends",
+        "fulls",
+        "_hours",
+    )
 
     def __init__(
         self,
@@ -143,52 +155,58 @@ class Meter:
         self.denominators = denominators
         self.segments = merged
         self.starts = [s for s, _, _ in merged]
+        self.ends = [e for _, e, _ in merged]
+        self.fulls = [full_hour(denominators, rates) for _, _, rates in merged]
         self._hours: dict[int, Vector] = {}  # amounts of hours cut by a segment edge
 
     @property
     def start(self) -> int:
-        return self.segments[0][0]
+        return self.starts[0]
 
     @property
     def end(self) -> int:
-        return self.segments[-1][1]
+        return self.ends[-1]
 
     def runs(self, lo: int, hi: int, now: int) -> list[Run]:
         """Hourly amounts in [lo, hi) up to `now`, as runs of equal hours, in time order.
 
         `lo` and `hi` are on hour boundaries. Every hour in which the resource existed has a
-        run, even when it billed nothing.
+        run, even when it billed nothing. Hours inside one segment share its full-hour
+        amounts; only hours cut by a segment edge (or by now) are computed one by one.
         """
-        lo, hi = max(lo, self.start), min(hi, self.end, now)
+        starts, ends = self.starts, self.ends
+        lo, hi = max(lo, starts[0]), min(hi, ends[-1], now)
         if lo >= hi:
             return []
         runs: list[Run] = []
-        cut: set[int] = set()
-        i = max(bisect.bisect_right(self.starts, lo) - 1, 0)
-        for start, end, rates in self.segments[i:]:
-            if start >= hi:
+        cut: list[int] = []
+        fulls = self.fulls
+        i = max(bisect.bisect_right(starts, lo) - 1, 0)
+        count = len(starts)
+        while i < count:
+            s = starts[i]
+            if s >= hi:
                 break
-            s, e = max(start, lo), min(end, hi)
-            if s >= e:
-                continue
-            first_full, after_full = -(-s // HOUR) * HOUR, e - e % HOUR
+            e = ends[i]
+            if s < lo:
+                s = lo
+            if e > hi:
+                e = hi
+            first_full = s if s % HOUR == 0 else s - s % HOUR + HOUR
+            after_full = e - e % HOUR
             if first_full < after_full:
-                runs.append(
-                    (
-                        first_full,
-                        (after_full - first_full) // HOUR,
-                        full_hour(self.denominators, rates),
-                    )
-                )
                 if s < first_full:
-                    cut.add(first_full - HOUR)
+                    cut.append(first_full - HOUR)
+                runs.append((first_full, (after_full - first_full) // HOUR, fulls[i]))
                 if after_full < e:
-                    cut.add(after_full)
-            else:
-                cut.add(s - s % HOUR)
-                cut.add((e - 1) - (e - 1) % HOUR)
-        runs.extend((h, 1, self._hour(h, lo, hi, now)) for h in cut)
-        runs.sort()
+                    cut.append(after_full)
+            elif s < e:
+                cut.append(s - s % HOUR)
+                cut.append((e - 1) - (e - 1) % HOUR)
+            i += 1
+        if cut:
+            runs.extend((h, 1, self._hour(h, lo, hi, now)) for h in set(cut))
+            runs.sort()
         return runs
 
     def _hour(self, h: int, lo: int, hi: int, now: int) -> Vector:
@@ -197,14 +215,16 @@ class Meter:
             return self._hours[h]
         s, e = max(h, lo), min(h + HOUR, hi)
         sums = [Decimal(0)] * len(self.denominators)
-        i = max(bisect.bisect_right(self.starts, s) - 1, 0)
-        for start, end, rates in self.segments[i:]:
+        segments = self.segments
+        for i in range(max(bisect.bisect_right(self.starts, s) - 1, 0), len(segments)):
+            start, end, rates = segments[i]
             if start >= e:
                 break
             seconds = min(end, e) - max(start, s)
             if seconds > 0:
                 for c, rate in enumerate(rates):
-                    sums[c] += rate * seconds
+                    if rate:
+                        sums[c] += rate * seconds
         value = tuple(_units(n, d) for n, d in zip(sums, self.denominators, strict=True))
         if cacheable:
             self._hours[h] = value
@@ -382,6 +402,20 @@ def _range_text(start: int, end: int) -> str:
 
 
 def amounts_json(names: tuple[str, ...], vector: Vector) -> str:
+    key = (names, vector)
+    text = _AMOUNTS.get(key)
+    if text is None:
+        text = _amounts_json(names, vector)
+        if len(_AMOUNTS) > 200_000:
+            _AMOUNTS.clear()
+        _AMOUNTS[key] = text
+    return text
+
+
+_AMOUNTS: dict[tuple[tuple[str, ...], Vector], str] = {}
+
+
+def _amounts_json(names: tuple[str, ...], vector: Vector) -> str:
     parts = [f'"totalAmount":{_amount_text(sum(vector))}']
     parts += [f'"{name}":{_amount_text(v)}' for name, v in zip(names, vector, strict=True)]
     return ",".join(parts)
@@ -427,9 +461,12 @@ def resource_billing(
     hi = min(window.end, now)
     totals = [0] * max(len(names), 1)
     count = unique = 0
+    hourly = window.size == "hour"
     out = _Chunks()
     out.add('{"records":[')
     sep = ""
+    # Hour buckets: the time range text of every hour in the window, made once.
+    hours = [_range_text(t, t + HOUR) for t in range(window.start, hi, HOUR)] if hourly else []
     for meter in meters:
         runs = meter.runs(window.start, hi, now) if hi > window.start else []
         if not runs:
@@ -438,13 +475,25 @@ def resource_billing(
         id_text = ","
         if product.id_field:
             id_text = f',"{product.id_field}":{json.dumps(meter.resource_id)},'
-        for start, end, vector in _bucketed(runs, window):
-            out.add(sep + _range_text(start, end) + id_text + _record_amounts(names, vector) + "}")
-            sep = ","
-            count += 1
-            _add(totals, vector)
-            if out.full():
-                yield out.take()
+        if hourly:
+            # A run is n equal hours: one amounts text, n time ranges.
+            for h, n, vector in runs:
+                tail = id_text + _record_amounts(names, vector) + "}"
+                first = (h - window.start) // HOUR
+                out.add(sep + ",".join([r + tail for r in hours[first : first + n]]))
+                sep = ","
+                count += n
+                _add(totals, vector, n)
+        else:
+            for start, end, vector in _bucketed(runs, window):
+                out.add(
+                    sep + _range_text(start, end) + id_text + _record_amounts(names, vector) + "}"
+                )
+                sep = ","
+                count += 1
+                _add(totals, vector)
+        if out.full():
+            yield out.take()
     query = _query_json(window, product, id_filter)
     unique_text = f',"{product.unique_field}":{unique}' if product.unique_field else ""
     out.add(

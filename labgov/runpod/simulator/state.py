@@ -106,6 +106,9 @@ class SimState:
             if scenario.public_endpoints
             else [],
         }
+        # Build the meters now rather than on the first billing request.
+        self.meters(billing.POD)
+        self.meters(billing.NETWORK_VOLUME)
 
     # The clock and the balance.
 
