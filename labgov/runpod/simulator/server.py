@@ -416,7 +416,7 @@ class SimulatorServer:
             self._port = self._httpd.server_address[1]
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.1},
+                kwargs={"poll_interval": 0.05},
                 name=f"runpod-simulator:{self._port}",
                 daemon=True,
             )
