@@ -180,7 +180,7 @@ def test_keep_alive_serves_many_requests_on_one_connection(sim):
 def test_large_billing_answers_are_streamed_in_chunks(sim, small_generated):
     from labgov.runpod.simulator import SimulatorServer
 
-    with SimulatorServer(scenario=small_generated) as big:
+    with SimulatorServer(scenario=small_generated, stream_after=64 * 1024) as big:
         api = Api(big)
         response = api.get("/v2/billing/pods", bucketSize="hour", lastN=str(12 * 24))
         assert response.headers.get("transfer-encoding") == "chunked"

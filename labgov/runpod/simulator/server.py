@@ -32,7 +32,9 @@ PROBLEM = "application/problem+json"
 FAULT_KINDS = ("429", "500", "503", "slow", "truncate", "malformed", "disconnect")
 # The spec's example quota: (window, requests, seconds).
 RATE_LIMITS = (("minute", 60, 60), ("hour", 3000, 3600), ("day", 50000, 86400))
-STREAM_AFTER = 1 << 20  # bodies bigger than this go out chunked, as they are generated
+# Bodies bigger than this go out chunked, as they are generated; smaller ones with a length
+# (clients read those faster). Either way a response never holds more than this in memory.
+STREAM_AFTER = 8 << 20
 BILLING_ROUTES = {
     "": None,
     "/pods": billing.POD,
@@ -338,7 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
             for piece in body:
                 first.append(piece)
                 size += len(piece)
-                if size > STREAM_AFTER:
+                if size > self.server.simulator.stream_after:
                     break
             else:
                 response.body = b"".join(first)
@@ -392,6 +394,7 @@ class SimulatorServer:
         port: int = 0,
         rate_limits: tuple[tuple[str, int, int], ...] = RATE_LIMITS,
         enforce_rate_limits: bool = False,
+        stream_after: int = STREAM_AFTER,
         log: Callable[[str], None] | None = None,
     ):
         self.scenario = scenario if scenario is not None else load_scenario("default")
@@ -400,6 +403,7 @@ class SimulatorServer:
         self.host = host
         self.rate = RateCounter(rate_limits, enforce_rate_limits)
         self.log = log
+        self.stream_after = stream_after
         self._port = port
         self._routes = _Routes(self.state)
         self._faults: list[Fault] = []
