@@ -268,13 +268,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         simulator: SimulatorServer = self.server.simulator
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = self._read_body()
         url = urlsplit(self.path)
         path = unquote(url.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
         if path.startswith("/_sim/") or path == "/_sim":
             self._send(simulator.control(method, path, body, self.headers.get("Authorization")))
+            return
+        if not path.startswith("/v2/"):
+            self._send(_problem(404, f"no route {path}; the API is under /v2"))
             return
         simulator.record(method, self.path)
         refused = simulator.authorized(self.headers.get("Authorization"))
@@ -303,6 +305,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_truncated(response)
         else:
             self._send(response)
+
+    def _read_body(self) -> bytes:
+        # Read the whole body whatever its framing, so the next request on a kept-alive
+        # connection starts where it should.
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return body
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
 
     def _fault_response(self, fault: Fault) -> Response:
         status = int(fault.kind)
@@ -381,7 +397,8 @@ class SimulatorServer:
             httpx.get(sim.base_url + "/v2/pods", headers={"Authorization": "Bearer sim-key"})
 
     `now` is a UTC-aware datetime, "wall" for the real clock, or None for the scenario's own
-    `now`. The clock only moves when told (`set_now`, `advance`) unless it is "wall".
+    `now`. The clock only moves when told (`set_now`, `advance`) unless it is "wall"; then the
+    scenario is first shifted by whole hours so that its history ends at the real now.
     """
 
     def __init__(
@@ -398,6 +415,10 @@ class SimulatorServer:
         log: Callable[[str], None] | None = None,
     ):
         self.scenario = scenario if scenario is not None else load_scenario("default")
+        if now == "wall":
+            self.scenario = self.scenario.anchored(dt.datetime.now(dt.UTC))
+        elif now is not None and not isinstance(now, dt.datetime):
+            raise ValueError(f'now must be a datetime, "wall" or None, not {now!r}')
         self.api_key = api_key
         self.state = SimState(self.scenario, now)
         self.host = host
