@@ -302,6 +302,14 @@ def test_no_buckets_after_now_and_no_records_before_a_resource_existed(api):
     assert gone["records"][-1]["startTime"] == t("11-10T15:00")
 
 
+def test_a_window_from_long_ago_costs_only_what_existed(api):
+    body = api.json(
+        "/v2/billing/pods", podId=STOPPED_POD, bucketSize="hour", startTime="1970-01-01T00:00:00Z"
+    )
+    assert body["records"][0]["startTime"] == t("10-23T13:00")  # the pod's first hour
+    assert body["metadata"]["query"]["startTime"] == "1970-01-01T00:00:00Z"
+
+
 def test_lastn_counts_buckets_back_from_the_current_one(api):
     body = api.json("/v2/billing", bucketSize="day", lastN="3")
     assert [r["startTime"] for r in body["records"]] == [

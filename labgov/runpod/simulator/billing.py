@@ -369,31 +369,47 @@ def resolve_window(params: dict[str, str], now: int) -> Window:
     size = params.get("bucketSize") or "day"
     if size not in BUCKET_SIZES:
         raise QueryError(f"bucketSize must be one of {', '.join(BUCKET_SIZES)}, not {size!r}")
-    if "lastN" in params:
-        if "startTime" in params or "endTime" in params:
-            raise QueryError("lastN cannot be combined with startTime or endTime")
-        try:
-            last_n = int(params["lastN"])
-        except ValueError:
-            raise QueryError(f"lastN must be an integer, not {params['lastN']!r}") from None
-        if not 1 <= last_n <= 100_000:
-            raise QueryError("lastN must be at least 1")
-        current = bucket_floor(now, size)
-        start = current
-        for _ in range(last_n - 1):
-            start = bucket_prev(start, size)
-        return Window(start, bucket_next(current, size), size)
-    if "startTime" in params:
-        start = parse_query_time("startTime", params["startTime"])
-    else:
-        start = now - 30 * 86400
-    end = parse_query_time("endTime", params["endTime"]) if "endTime" in params else now
-    start = bucket_floor(start, size)
-    end_floor = bucket_floor(end, size)
-    end = end if end == end_floor else bucket_next(end_floor, size)
+    try:
+        if "lastN" in params:
+            return _last_n_window(params, now, size)
+        start = (
+            parse_query_time("startTime", params["startTime"])
+            if "startTime" in params
+            else now - 30 * 86400
+        )
+        end = parse_query_time("endTime", params["endTime"]) if "endTime" in params else now
+        start = bucket_floor(start, size)
+        end_floor = bucket_floor(end, size)
+        end = end if end == end_floor else bucket_next(end_floor, size)
+    except (OverflowError, OSError) as error:
+        raise QueryError(f"time out of range: {error}") from None
+    except ValueError as error:  # datetime's year limits; QueryError is a ValueError too
+        if isinstance(error, QueryError):
+            raise
+        raise QueryError(f"time out of range: {error}") from None
     if start >= end:
         raise QueryError("startTime must be before endTime")
     return Window(start, end, size)
+
+
+def _last_n_window(params: dict[str, str], now: int, size: str) -> Window:
+    if "startTime" in params or "endTime" in params:
+        raise QueryError("lastN cannot be combined with startTime or endTime")
+    try:
+        last_n = int(params["lastN"])
+    except ValueError:
+        raise QueryError(f"lastN must be an integer, not {params['lastN']!r}") from None
+    if not 1 <= last_n <= 100_000:
+        raise QueryError("lastN must be between 1 and 100000")
+    current = bucket_floor(now, size)
+    widths = {"hour": HOUR, "day": 86400, "week": 7 * 86400}
+    if size in widths:
+        start = current - (last_n - 1) * widths[size]
+    else:
+        start = current
+        for _ in range(last_n - 1):
+            start = bucket_prev(start, size)
+    return Window(start, bucket_next(current, size), size)
 
 
 def bucket_starts(lo: int, hi: int, size: str) -> list[int]:
@@ -476,8 +492,10 @@ def resource_billing(
         meters = [m for m in meters if m.resource_id == id_filter]
     hi = min(window.end, now)
     hourly = window.size == "hour"
-    # Hour buckets: the time range text of every hour in the window, made once.
-    hours = [_range_text(t, t + HOUR) for t in range(window.start, hi, HOUR)] if hourly else []
+    # Hour buckets: the time range text of every hour in the window, made once (from the
+    # first hour anything existed, so that a window from 1970 costs nothing).
+    base = max(window.start, floor_hour(min((m.start for m in meters), default=hi)))
+    hours = [_range_text(t, t + HOUR) for t in range(base, hi, HOUR)] if hourly else []
     amounts: dict[Vector, str] = {}  # the amounts text of each distinct record, made once
     carried: dict[Vector, int] = {}  # how many records carry each amounts: for the totals
     unique = 0
@@ -500,9 +518,9 @@ def resource_billing(
                 piece = _range_text(first, n) + tail
                 n = 1
             elif n == 1:
-                piece = hours[(first - window.start) // HOUR] + tail
+                piece = hours[(first - base) // HOUR] + tail
             else:  # n equal hours: one amounts text after each of n time ranges
-                i = (first - window.start) // HOUR
+                i = (first - base) // HOUR
                 piece = (tail + ",").join(hours[i : i + n]) + tail
             records.append(piece)
             size += len(piece)
