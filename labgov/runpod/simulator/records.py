@@ -98,7 +98,6 @@ def resource_billing(
     # first hour anything existed, so that a window from 1970 costs nothing).
     base = max(window.start, floor_hour(min((m.start for m in meters), default=hi)))
     hours = [_range_text(t, t + HOUR) for t in range(base, hi, HOUR)] if hourly else []
-    amounts: dict[Vector, str] = {}  # the amounts text of each distinct record, made once
     carried: dict[Vector, int] = {}  # how many records carry each amounts: for the totals
     unique = 0
     lead, records, size = '{"records":[', [], 0
@@ -110,23 +109,21 @@ def resource_billing(
         id_text = ","
         if product.id_field:
             id_text = f',"{product.id_field}":{json.dumps(meter.resource_id)},'
-        buckets = runs if hourly else _bucketed(runs, window)
-        for first, n, vector in buckets:
-            text = amounts.get(vector)
-            if text is None:
-                text = amounts[vector] = _record_amounts(names, vector) + "}"
-            tail = id_text + text
-            if not hourly:  # (start, end, vector) of one bigger bucket
-                piece = _range_text(first, n) + tail
-                n = 1
-            elif n == 1:
-                piece = hours[(first - base) // HOUR] + tail
-            else:  # n equal hours: one amounts text after each of n time ranges
+        if hourly:
+            for first, n, vector in runs:
+                # n equal hours: the same id and amounts after each of n time ranges.
+                tail = id_text + _record_amounts(names, vector) + "}"
                 i = (first - base) // HOUR
                 piece = (tail + ",").join(hours[i : i + n]) + tail
-            records.append(piece)
-            size += len(piece)
-            carried[vector] = carried.get(vector, 0) + n
+                records.append(piece)
+                size += len(piece)
+                carried[vector] = carried.get(vector, 0) + n
+        else:
+            for start, end, vector in _bucketed(runs, window):
+                piece = _range_text(start, end) + id_text + _record_amounts(names, vector) + "}"
+                records.append(piece)
+                size += len(piece)
+                carried[vector] = carried.get(vector, 0) + 1
         if size >= CHUNK_CHARS:
             yield (lead + ",".join(records)).encode()
             lead, records, size = ",", [], 0
@@ -148,13 +145,7 @@ def _record_amounts(names: tuple[str, ...], vector: Vector) -> str:
 
 
 def _bucketed(runs: list[Run], window: Window) -> Iterator[tuple[int, int, Vector]]:
-    """(start, end, amounts) of each bucket the runs touch, in time order."""
-    if window.size == "hour":
-        for h, n, vector in runs:
-            for k in range(n):
-                t = h + k * HOUR
-                yield t, t + HOUR, vector
-        return
+    """(start, end, amounts) of each day/week/month/year bucket the runs touch, in order."""
     bucket = bucket_floor(runs[0][0], window.size)
     bucket_end = bucket_next(bucket, window.size)
     acc = [0] * len(runs[0][2])
@@ -194,11 +185,11 @@ def account_billing(meters: list[AnyMeter], window: Window, now: int) -> Iterato
         runs = meter.runs(lo, hi, now)
         if hourly:
             for h, n, vector in runs:
-                first, after = deltas[(h - lo) // HOUR], deltas[(h - lo) // HOUR + n]
+                opening, closing = deltas[(h - lo) // HOUR], deltas[(h - lo) // HOUR + n]
                 for pos, value in zip(positions, vector, strict=True):
                     if value:
-                        first[pos] += value
-                        after[pos] -= value
+                        opening[pos] += value
+                        closing[pos] -= value
             continue
         for start, _end, vector in _bucketed(runs, window) if runs else ():
             row = sums[bisect.bisect_right(edges, start) - 1]
