@@ -268,6 +268,10 @@ class SimulatorServer:
     `now` is a UTC-aware datetime, "wall" for the real clock, or None for the scenario's own
     `now`. The clock only moves when told (`set_now`, `advance`) unless it is "wall"; then the
     scenario is first shifted by whole hours so that its history ends at the real now.
+
+    The RateLimit headers count real requests against `rate_limits` (the spec's example quota
+    by default) but only refuse with 429 when `enforce_rate_limits` is set, so that tests and
+    benchmarks meet 429s only where they inject them.
     """
 
     def __init__(
@@ -281,6 +285,7 @@ class SimulatorServer:
         rate_limits: tuple[tuple[str, int, int], ...] = RATE_LIMITS,
         enforce_rate_limits: bool = False,
         stream_after: int = STREAM_AFTER,
+        warm_up: bool = True,
         log: Callable[[str], None] | None = None,
     ):
         self.scenario = scenario if scenario is not None else load_scenario("default")
@@ -294,6 +299,7 @@ class SimulatorServer:
         self.rate = RateCounter(rate_limits, enforce_rate_limits)
         self.log = log
         self.stream_after = stream_after
+        self.warm_up = warm_up
         self._port = port
         self._routes = Routes(self.state)
         self._faults: list[Fault] = []
@@ -315,6 +321,10 @@ class SimulatorServer:
                 daemon=True,
             )
             self._thread.start()
+            if self.warm_up:
+                threading.Thread(
+                    target=self.state.warm_up, name="simulator-warm-up", daemon=True
+                ).start()
         return self
 
     def stop(self) -> None:
