@@ -81,7 +81,7 @@ def test_wall_clock_mode_follows_real_time():
 
 def test_one_day_of_hourly_billing_for_500_pods_is_quick():
     scenario = generate_scenario(pods=500, volumes=200, days=90, seed=1)
-    with SimulatorServer(scenario=scenario) as sim:
+    with SimulatorServer(scenario=scenario, warm_up=False) as sim:  # the cold case
         api = Api(sim)
         day = (scenario.now - dt.timedelta(days=40)).replace(hour=0, minute=0, second=0)
         params = {"bucketSize": "hour", "startTime": day.isoformat()}
