@@ -237,3 +237,10 @@ def test_resource_list_shows_stopped_storage_cost(world, objects, client_for):
     )
     page = client_for(world.inst_admin).get(reverse("runpod:resources")).content.decode()
     assert "stopped-pod" in page and "$20.00" in page  # 100 GB at $0.20/GB/month
+
+
+def test_assign_choices_are_the_lab_admins_allocations(world, objects, client_for):
+    theirs = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
+    page = client_for(world.lab_admin).get(reverse("runpod:unattributed")).content.decode()
+    assert f'<option value="{world.allocation.pk}">' in page
+    assert f'<option value="{theirs.pk}">' not in page
