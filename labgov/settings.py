@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "labgov.funding",
     "labgov.dashboard",
     "labgov.runpod",
+    "labgov.usage",
 ]
 
 MIDDLEWARE = [

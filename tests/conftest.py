@@ -15,6 +15,8 @@ from tests.factories import (
     UserFactory,
 )
 
+pytest_plugins = ["tests.fixtures_sim"]
+
 REQUIRE_SERVICES = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
 
 

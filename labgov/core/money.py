@@ -32,6 +32,10 @@ def sum_or_zero(expression, **kwargs):
 
 
 def grouped_sums(queryset, keys: list[str], field: str) -> dict[tuple, Decimal]:
+    return {key: totals[0] for key, totals in grouped_multi_sums(queryset, keys, [field]).items()}
+
+
+def grouped_multi_sums(queryset, keys: list[str], fields: list[str]) -> dict[tuple, list[Decimal]]:
     """Exact sums of a money field grouped by `keys`.
 
     PostgreSQL sums numeric exactly. SQLite (the demo's database) sums decimals as floating
@@ -40,11 +44,15 @@ def grouped_sums(queryset, keys: list[str], field: str) -> dict[tuple, Decimal]:
     """
     from django.db import connections
 
+    n = len(keys)
     if connections[queryset.db].vendor == "postgresql":
-        rows = queryset.values(*keys).annotate(_total=Sum(field)).values_list(*keys, "_total")
-        return {tuple(row[:-1]): row[-1] or ZERO for row in rows}
-    totals: dict[tuple, Decimal] = {}
-    for row in queryset.values_list(*keys, field).iterator(chunk_size=5000):
-        key = tuple(row[:-1])
-        totals[key] = totals.get(key, ZERO) + (row[-1] or ZERO)
+        sums = {f"_sum{i}": Sum(f) for i, f in enumerate(fields)}
+        rows = queryset.values(*keys).annotate(**sums).values_list(*keys, *sums)
+        return {tuple(row[:n]): [v or ZERO for v in row[n:]] for row in rows}
+    totals: dict[tuple, list[Decimal]] = {}
+    for row in queryset.values_list(*keys, *fields).iterator(chunk_size=5000):
+        key = tuple(row[:n])
+        current = totals.setdefault(key, [ZERO] * len(fields))
+        for i, value in enumerate(row[n:]):
+            current[i] += value or ZERO
     return totals

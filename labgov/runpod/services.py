@@ -19,6 +19,7 @@ from labgov.runpod.models import (
     RunpodAccount,
     SyncRun,
 )
+from labgov.usage.services import rollups_rebuild
 
 ACCOUNT_AUDIT_FIELDS = [
     "name",
@@ -203,6 +204,7 @@ def rule_create(
     if newly:
         days = reattribute(resource_ids=newly, since=BEGINNING)
         usage_reconcile(account=account, days=days)
+        rollups_rebuild(account=account, days=days)
     return rule
 
 
@@ -272,6 +274,7 @@ def resource_assign(
     locked.save(update_fields=["current_allocation"])
     days = reattribute(resource_ids=[locked.pk], since=starts_at)
     usage_reconcile(account=locked.account, days=days)
+    rollups_rebuild(account=locked.account, days=days)
     audit_record(
         actor=actor,
         action="resource.assign",

@@ -24,6 +24,7 @@ from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
 from labgov.runpod.models import RunpodAccount, SyncRun
 from labgov.runpod.types import BillingKind
+from labgov.usage.services import rollups_rebuild
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
             with transaction.atomic():
                 written, days = billing_store.write_slice(account=account, payload=payload)
                 counts["ledger_entries"] += usage_reconcile(account=account, days=days)
+                rollups_rebuild(account=account, days=days)
             counts["records"] += written
             del payload
             if not lock_extend(account.pk, token):

@@ -12,7 +12,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from labgov.runpod.simulator import SimulatorServer, generate_scenario, load_scenario
+from labgov.runpod.simulator import SimulatorServer, generate_scenario
 
 UTC = dt.UTC
 NOW = dt.datetime(2026, 11, 20, 14, 30, tzinfo=UTC)  # the default scenario's now
@@ -53,12 +53,6 @@ def decoded(response: httpx.Response) -> dict:
 
 
 @pytest.fixture
-def sim() -> Iterator[SimulatorServer]:
-    with SimulatorServer(scenario=load_scenario("default")) as server:
-        yield server
-
-
-@pytest.fixture
 def api(sim) -> Iterator[Api]:
     client = Api(sim)
     yield client
@@ -68,51 +62,3 @@ def api(sim) -> Iterator[Api]:
 @pytest.fixture(scope="session")
 def small_generated():
     return generate_scenario(pods=40, volumes=15, endpoints=4, clusters=2, days=12, seed=7)
-
-
-# Fixtures for the sync tests: a connected account pointed at the simulator.
-
-SIM_KEY = "sim-key"  # the simulator's default key
-
-
-@pytest.fixture
-def at_sim_now(sim):
-    """Run the test at the simulator's clock, so windows computed from "now" agree."""
-    import time_machine
-
-    with time_machine.travel(sim.state.now, tick=True):
-        yield sim.state.now
-
-
-@pytest.fixture
-def sim_account(world, sim):
-    from labgov.runpod.services import account_connect
-
-    return account_connect(
-        actor=world.inst_admin,
-        institution=world.institution,
-        name="Sim",
-        api_key=sim.api_key,
-        base_url=sim.base_url,
-    )
-
-
-@pytest.fixture
-def fast_clients(sim):
-    """A client factory that never really waits between retries."""
-    from labgov.runpod.client import RunpodClient
-
-    def factory(account):
-        return RunpodClient(
-            base_url=sim.base_url,
-            api_key=sim.api_key,
-            sleep=lambda seconds: None,
-            max_attempts=4,
-            deadline_s=30,
-        )
-
-    return factory
-
-
-def hour(moment: dt.datetime) -> dt.datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)

@@ -17,7 +17,7 @@ from labgov.runpod.models import (
 )
 from labgov.runpod.services import resource_assign, rule_create
 from labgov.runpod.sync import BILLING_KINDS, account_sync, lock_claim
-from tests.runpod.conftest import SIM_KEY, hour
+from tests.fixtures_sim import SIM_KEY, hour
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
 

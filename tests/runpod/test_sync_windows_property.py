@@ -14,7 +14,7 @@ from labgov.runpod.client import RunpodClient
 from labgov.runpod.models import BillingRecord
 from labgov.runpod.services import account_connect
 from labgov.runpod.sync import BILLING_KINDS, account_sync
-from tests.runpod.conftest import hour
+from tests.fixtures_sim import hour
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
 HISTORY_HOURS = 24 * 29

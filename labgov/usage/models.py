@@ -1,0 +1,87 @@
+"""Spend rollups: what pages read instead of raw billing records.
+
+Rebuilt by the sync for the days it wrote, in the same transaction as the records, and by
+re-assignments for the days they moved; so they always equal the sums of the records.
+"""
+
+from django.conf import settings
+from django.db import models
+
+from labgov.core.money import PreciseMoneyField
+
+
+class Category(models.TextChoices):
+    GPU_COMPUTE = "gpu_compute", "GPU compute"
+    CPU_COMPUTE = "cpu_compute", "CPU compute"
+    POD_DISK = "pod_disk", "Pod disk (container + volume)"
+    NETWORK_STANDARD = "network_standard", "Network storage (standard)"
+    NETWORK_HIGH_PERFORMANCE = "network_high_performance", "Network storage (high-performance)"
+    SERVERLESS = "serverless", "Serverless"
+    CLUSTERS = "clusters", "Clusters"
+    # Whatever a record's total holds beyond its known components (normally nothing).
+    OTHER = "other", "Other"
+
+
+STORAGE_CATEGORIES = (
+    Category.POD_DISK,
+    Category.NETWORK_STANDARD,
+    Category.NETWORK_HIGH_PERFORMANCE,
+)
+
+
+class SpendRollup(models.Model):
+    """Spend of one Runpod account in one category on one day (or month), for one allocation
+    (null: unattributed). Funding source, lab and person are copied from the allocation so
+    pages group by them without joins."""
+
+    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
+    category = models.CharField(max_length=30, choices=Category.choices)
+    allocation = models.ForeignKey(
+        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    funding_source = models.ForeignKey(
+        "funding.FundingSource", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    lab = models.ForeignKey(
+        "accounts.Lab", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+    )
+    amount_usd = PreciseMoneyField()
+
+    class Meta:
+        abstract = True
+
+
+class DailySpend(SpendRollup):
+    day = models.DateField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["account", "day"]),
+            models.Index(fields=["funding_source", "day"]),
+            models.Index(fields=["allocation", "day"]),
+            models.Index(fields=["institution", "day"]),
+            models.Index(fields=["lab", "day"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.category} {self.amount_usd}"
+
+
+class MonthlySpend(SpendRollup):
+    month = models.DateField(help_text="The first day of the month.")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["account", "month"]),
+            models.Index(fields=["institution", "month"]),
+            models.Index(fields=["funding_source", "month"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.category} {self.amount_usd}"

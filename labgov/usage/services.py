@@ -1,0 +1,114 @@
+import datetime as dt
+from collections import defaultdict
+from decimal import Decimal
+
+from django.db.models.functions import TruncDay
+
+from labgov.core.money import ZERO, grouped_multi_sums
+from labgov.core.periods import UTC
+from labgov.funding.models import Allocation
+from labgov.runpod.models import BillingRecord, ResourceKind
+from labgov.usage.models import Category, DailySpend, MonthlySpend
+
+COLUMNS = [
+    "total_usd",
+    "gpu_usd",
+    "cpu_usd",
+    "disk_usd",
+    "storage_standard_usd",
+    "storage_high_performance_usd",
+]
+
+
+def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
+    """Split one kind's summed record columns into categories that add up to the total."""
+    total, gpu, cpu, disk, standard, high = sums
+    if kind == ResourceKind.POD:
+        parts = [
+            (Category.GPU_COMPUTE, gpu),
+            (Category.CPU_COMPUTE, cpu),
+            (Category.POD_DISK, disk),
+        ]
+    elif kind == ResourceKind.NETWORK_VOLUME:
+        parts = [(Category.NETWORK_STANDARD, standard), (Category.NETWORK_HIGH_PERFORMANCE, high)]
+    elif kind in (ResourceKind.SERVERLESS, ResourceKind.ENDPOINT):
+        parts = [(Category.SERVERLESS, total)]
+    else:
+        parts = [(Category.CLUSTERS, total)]
+    rest = total - sum((amount for _, amount in parts), ZERO)
+    return [(c, a) for c, a in [*parts, (Category.OTHER, rest)] if a]
+
+
+def rollups_rebuild(*, account, days) -> None:
+    """Recompute the account's daily and monthly rollups for these UTC days from its billing
+    records. Runs in the caller's transaction (the one that wrote the records)."""
+    days = sorted(set(days))
+    if not days:
+        return
+    start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
+    end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
+    wanted = set(days)
+    records = BillingRecord.objects.filter(
+        resource__account=account, bucket_start__gte=start, bucket_start__lt=end
+    ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
+    sums = grouped_multi_sums(records, ["day", "kind", "allocation_id"], COLUMNS)
+
+    amounts: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
+    for (moment, kind, allocation_id), columns in sums.items():
+        day = moment.astimezone(UTC).date() if isinstance(moment, dt.datetime) else moment
+        if day not in wanted:
+            continue
+        for category, amount in categories_of(kind, columns):
+            amounts[(day, category, allocation_id)] += amount
+
+    owners = _owners({k[2] for k in amounts if k[2] is not None})
+    DailySpend.objects.filter(account=account, day__in=days).delete()
+    DailySpend.objects.bulk_create(
+        [
+            DailySpend(
+                account=account,
+                institution_id=account.institution_id,
+                day=day,
+                category=category,
+                allocation_id=allocation_id,
+                amount_usd=amount,
+                **owners.get(allocation_id, {"lab_id": account.lab_id}),
+            )
+            for (day, category, allocation_id), amount in amounts.items()
+        ],
+        batch_size=1000,
+    )
+    _months_rebuild(account, {d.replace(day=1) for d in days})
+
+
+def _owners(allocation_ids) -> dict[int, dict]:
+    return {
+        pk: {"funding_source_id": fs, "lab_id": lab, "user_id": user}
+        for pk, fs, lab, user in Allocation.objects.filter(pk__in=allocation_ids).values_list(
+            "pk", "funding_source_id", "funding_source__lab_id", "user_id"
+        )
+    }
+
+
+def _months_rebuild(account, months: set[dt.date]) -> None:
+    for month in sorted(months):
+        following = (month + dt.timedelta(days=32)).replace(day=1)
+        days = DailySpend.objects.filter(account=account, day__gte=month, day__lt=following)
+        keys = ["category", "allocation_id", "funding_source_id", "lab_id", "user_id"]
+        sums = grouped_multi_sums(days, keys, ["amount_usd"])
+        MonthlySpend.objects.filter(account=account, month=month).delete()
+        MonthlySpend.objects.bulk_create(
+            MonthlySpend(
+                account=account,
+                institution_id=account.institution_id,
+                month=month,
+                category=category,
+                allocation_id=allocation_id,
+                funding_source_id=fs_id,
+                lab_id=lab_id,
+                user_id=user_id,
+                amount_usd=total[0],
+            )
+            for (category, allocation_id, fs_id, lab_id, user_id), total in sums.items()
+            if total[0]
+        )
