@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.fixtures_sim import Api, decoded
+from tests.runpod.conftest import Api, decoded
 from tests.runpod.test_simulator_billing import RUNNING_POD, STOPPED_POD, TERMINATED_POD, q, t
 
 H100 = "NVIDIA H100 80GB HBM3"

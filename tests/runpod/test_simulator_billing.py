@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from labgov.runpod.simulator import SimulatorServer, billing, load_scenario
 from labgov.runpod.simulator.scenario import HOUR
-from tests.fixtures_sim import NOW, UTC, Api
+from tests.runpod.conftest import NOW, UTC, Api
 
 Q10 = Decimal("1e-10")
 STOPPED_POD = "a4n8d2r6t0w5y1"  # vision-annotate: RTX 4090 community, 100 GB volume disk, EXITED

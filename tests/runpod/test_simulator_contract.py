@@ -10,7 +10,7 @@ from referencing.jsonschema import DRAFT202012
 
 from labgov.runpod.schema import validate
 from labgov.runpod.simulator import SimulatorServer, load_scenario
-from tests.fixtures_sim import Api, decoded
+from tests.runpod.conftest import Api, decoded
 from tests.runpod.openapi import SKIP_REASON, load_openapi
 
 LISTS = [

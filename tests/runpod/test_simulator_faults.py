@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.fixtures_sim import Api, decoded
+from tests.runpod.conftest import Api, decoded
 
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 

@@ -8,7 +8,7 @@ import pytest
 
 from labgov.runpod.simulator import SimulatorServer, generate_scenario, load_scenario
 from labgov.runpod.simulator.scenario import SCENARIO_DIR, epoch, scenario_from_dict
-from tests.fixtures_sim import NOW, UTC, Api
+from tests.runpod.conftest import NOW, UTC, Api
 
 
 def test_default_scenario_has_every_kind_of_resource_the_sync_must_handle():
