@@ -14,6 +14,7 @@ urlpatterns = [
     path("funding/", include("labgov.funding.urls")),
     path("audit/", audit_log, name="audit"),
     path("runpod/", include("labgov.runpod.urls")),
+    path("spend/", include("labgov.dashboard.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -163,6 +163,18 @@ def can_manage_lab(user, lab_id: int) -> bool:
     return lab_id in scope_for(user).managed_labs
 
 
+def can_see_lab_spend(user, *, lab_id: int, institution_id: int) -> bool:
+    """A lab's spend dashboard: its lab admins, and its institution's admins and finance.
+    Members see their own spend (and their lab's only as a total beside it)."""
+    scope = scope_for(user)
+    return lab_id in scope.managed_labs or institution_id in scope.money_institutions
+
+
+def spend_institutions(user) -> frozenset[int]:
+    """Institutions whose whole spend (every lab, account and cost center) a person sees."""
+    return scope_for(user).money_institutions
+
+
 def can_write_funding_source(user, *, lab_id: int, institution_id: int) -> bool:
     scope = scope_for(user)
     return institution_id in scope.money_institutions or lab_id in scope.managed_labs

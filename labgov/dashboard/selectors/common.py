@@ -1,0 +1,275 @@
+"""Pieces the dashboards share: rollup sums, what runs now, storage billing while idle, and
+the tables and charts built from them."""
+
+import datetime as dt
+from collections import defaultdict
+from decimal import Decimal
+
+from django.db.models import Exists, OuterRef, Q
+
+from labgov.core.money import ZERO, grouped_sums, to_cents
+from labgov.dashboard.forecast import burn_window
+from labgov.dashboard.tables import DATE, MONEY, NUMBER, PERCENT, Column, Row, Table, share_percent
+from labgov.runpod.models import Resource, ResourceKind
+from labgov.runpod.pricing import resource_storage_monthly_usd
+from labgov.runpod.types import PodStatus
+from labgov.usage.models import Category, DailySpend
+
+CATEGORY_LABELS = dict(Category.choices)
+HOURS_PER_DAY = 24
+
+# Chart colours, in order; the same series keeps the same colour across a page.
+PALETTE = [
+    "#2455c3",
+    "#e07b39",
+    "#2a9d8f",
+    "#b5179e",
+    "#8d99ae",
+    "#e9c46a",
+    "#6a4c93",
+    "#d62828",
+    "#90be6d",
+    "#577590",
+]
+
+
+def daily_sums(q: Q, first: dt.date, last: dt.date, keys: list[str]) -> dict[tuple, Decimal]:
+    """Exact sums of daily rollups matching q on the days first..last (included)."""
+    return grouped_sums(
+        DailySpend.objects.filter(q, day__gte=first, day__lte=last), keys, "amount_usd"
+    )
+
+
+def burn_sums(q: Q, today: dt.date, key: str) -> dict:
+    """Spend in the burn-rate window per `key` (funding_source_id or allocation_id)."""
+    first, last = burn_window(today)
+    return {k[0]: v for k, v in daily_sums(q, first, last, [key]).items()}
+
+
+# What "running now" means: pods Runpod reports RUNNING, and clusters, which exist only
+# while their pods run.
+RUNNING_Q = Q(kind=ResourceKind.POD, status=PodStatus.RUNNING) | Q(kind=ResourceKind.CLUSTER)
+
+
+def running_now(owner_q: Q) -> list[Resource]:
+    return list(
+        Resource.objects.present()
+        .filter(owner_q)
+        .filter(RUNNING_Q)
+        .select_related("account", "current_allocation__user", "current_allocation__funding_source")
+        .order_by("-cost_per_hr_usd", "name", "pk")
+    )
+
+
+def idle_storage(owner_q: Q) -> list[Resource]:
+    """Storage that bills while nothing runs: stopped pods with a volume disk, and network
+    volumes that no running pod of the same account has mounted. Each gets its monthly cost
+    at Runpod's published prices (`storage_monthly_usd`) and since when it has been idle."""
+    mounted = Resource.objects.present().filter(
+        account=OuterRef("account"),
+        kind=ResourceKind.POD,
+        status=PodStatus.RUNNING,
+        network_volume_id=OuterRef("runpod_id"),
+    )
+    resources = list(
+        Resource.objects.present()
+        .filter(owner_q)
+        .filter(
+            Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
+            | Q(Q(kind=ResourceKind.NETWORK_VOLUME) & ~Exists(mounted))
+        )
+        .select_related("account", "current_allocation__user", "current_allocation__funding_source")
+        .order_by("kind", "name", "pk")
+    )
+    for resource in resources:
+        resource.storage_monthly_usd = resource_storage_monthly_usd(resource)
+        resource.storage_gb = (
+            resource.volume_disk_gb if resource.kind == ResourceKind.POD else resource.size_gb
+        )
+    resources.sort(key=lambda r: (-r.storage_monthly_usd, r.name))
+    return resources
+
+
+def holder_of(resource: Resource) -> str:
+    allocation = resource.current_allocation
+    return allocation.holder_name if allocation else "unattributed"
+
+
+def running_table(resources: list[Resource], *, with_funding: bool = False) -> Table:
+    columns = [Column("name", "Resource"), Column("kind", "Kind"), Column("gpu", "GPUs")]
+    if with_funding:
+        columns.append(Column("funding", "Funding source"))
+    columns += [
+        Column("holder", "Paid by"),
+        Column("since", "Status since", DATE),
+        Column("rate", "$/hour", MONEY),
+        Column("day", "$/day at this rate", MONEY),
+    ]
+    rows = []
+    for r in resources:
+        allocation = r.current_allocation
+        cells = [
+            r.name or r.runpod_id,
+            r.get_kind_display(),
+            f"{r.gpu_count}× {r.gpu_type_id}" if r.gpu_count else "",
+        ]
+        if with_funding:
+            cells.append(allocation.funding_source.name if allocation else "")
+        cells += [
+            holder_of(r),
+            r.status_changed_at,
+            r.cost_per_hr_usd,
+            r.cost_per_hr_usd * HOURS_PER_DAY,
+        ]
+        rows.append(Row(cells))
+    rate = sum((r.cost_per_hr_usd for r in resources), ZERO)
+    footer = ["Total", "", "", *([""] if with_funding else []), "", "", rate, rate * 24]
+    return Table(
+        "running",
+        "Running now",
+        columns,
+        rows,
+        footer=footer if rows else None,
+        default_sort="-rate",
+        empty="Nothing is running.",
+        note="Pods Runpod reports as running, and clusters, at the hourly price Runpod gives.",
+    )
+
+
+def storage_table(resources: list[Resource], *, with_funding: bool = False) -> Table:
+    columns = [Column("name", "Resource"), Column("kind", "Kind"), Column("gb", "GB", NUMBER)]
+    if with_funding:
+        columns.append(Column("funding", "Funding source"))
+    columns += [
+        Column("holder", "Paid by"),
+        Column("since", "Idle since", DATE),
+        Column("monthly", "$/month", MONEY),
+    ]
+    rows = []
+    for r in resources:
+        allocation = r.current_allocation
+        cells = [r.name or r.runpod_id, r.get_kind_display(), r.storage_gb]
+        if with_funding:
+            cells.append(allocation.funding_source.name if allocation else "")
+        since = r.status_changed_at if r.kind == ResourceKind.POD else None
+        cells += [holder_of(r), since, r.storage_monthly_usd]
+        rows.append(Row(cells))
+    monthly = sum((r.storage_monthly_usd for r in resources), ZERO)
+    footer = ["Total", "", sum(r.storage_gb for r in resources)]
+    footer += [""] * (2 + with_funding) + [monthly]
+    return Table(
+        "storage",
+        "Storage billing while nothing runs",
+        columns,
+        rows,
+        footer=footer if rows else None,
+        default_sort="-monthly",
+        empty="No idle storage: nothing bills while stopped.",
+        note=(
+            "Stopped pods keep paying for their volume disk (at the stopped rate), and network "
+            "volumes bill whether or not a pod uses them. Monthly costs at Runpod's published "
+            "prices; billing records stay the truth."
+        ),
+    )
+
+
+def category_table(by_category: dict[str, Decimal]) -> Table:
+    total = sum(by_category.values(), ZERO)
+    rows = [
+        Row([CATEGORY_LABELS.get(c, c), amount, share_percent(amount, total)])
+        for c, amount in by_category.items()
+        if amount
+    ]
+    return Table(
+        "categories",
+        "Spend by category",
+        [
+            Column("category", "Category"),
+            Column("amount", "Spend", MONEY),
+            Column("share", "Share", PERCENT),
+        ],
+        rows,
+        footer=["Total", total, Decimal(100) if total else None] if rows else None,
+        default_sort="-amount",
+    )
+
+
+def people_table(
+    by_holder: dict[str, dict[str, Decimal]], *, title: str = "Spend by person"
+) -> Table:
+    """Holders (a person, or a project allocation's name) by category, for a range."""
+    categories = [c for c in Category.values if any(h.get(c) for h in by_holder.values())]
+    grand = sum((sum(h.values(), ZERO) for h in by_holder.values()), ZERO)
+    rows = []
+    for holder, amounts in by_holder.items():
+        total = sum(amounts.values(), ZERO)
+        if not total:
+            continue
+        cells = [holder, *[amounts.get(c, ZERO) for c in categories], total]
+        rows.append(Row([*cells, share_percent(total, grand)]))
+    columns = [
+        Column("holder", "Person"),
+        *[Column(c, CATEGORY_LABELS[c], MONEY) for c in categories],
+        Column("total", "Total", MONEY),
+        Column("share", "Share", PERCENT),
+    ]
+    column_totals = [sum((h.get(c, ZERO) for h in by_holder.values()), ZERO) for c in categories]
+    footer = ["Total", *column_totals, grand, Decimal(100) if grand else None]
+    return Table(
+        "people", title, columns, rows, footer=footer if rows else None, default_sort="-total"
+    )
+
+
+def by_holder_and_category(
+    sums: dict[tuple, Decimal], holders: dict[int, str]
+) -> dict[str, dict[str, Decimal]]:
+    """{(category, allocation_id): amount} → {holder name: {category: amount}}."""
+    result: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(lambda: ZERO))
+    for (category, allocation_id), amount in sums.items():
+        if allocation_id is None:
+            continue
+        result[holders.get(allocation_id, f"allocation {allocation_id}")][category] += amount
+    return result
+
+
+def money(value: Decimal | None) -> Decimal | None:
+    """A chart value: Decimal in cents, serialized as a string by json_script."""
+    return None if value is None else to_cents(value)
+
+
+def doughnut_chart(labels: list[str], values: list[Decimal]) -> dict:
+    return {
+        "type": "doughnut",
+        "labels": labels,
+        "datasets": [
+            {
+                "label": "Spend",
+                "data": [money(v) for v in values],
+                "backgroundColor": [PALETTE[i % len(PALETTE)] for i in range(len(values))],
+            }
+        ],
+    }
+
+
+def bar_chart(labels: list[str], values: list[Decimal], *, label: str = "Spend") -> dict:
+    return {
+        "type": "bar",
+        "horizontal": True,
+        "labels": labels,
+        "datasets": [
+            {"label": label, "data": [money(v) for v in values], "backgroundColor": PALETTE[0]}
+        ],
+    }
+
+
+def top_with_rest(items: list[tuple[str, Decimal]], n: int = 12) -> list[tuple[str, Decimal]]:
+    """The n biggest, and everything else as one "Others" entry."""
+    items = sorted(items, key=lambda kv: -kv[1])
+    if len(items) <= n:
+        return items
+    rest = sum((v for _, v in items[n - 1 :]), ZERO)
+    return [*items[: n - 1], ("Others", rest)]
+
+
+def days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]

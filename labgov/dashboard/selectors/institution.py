@@ -1,0 +1,236 @@
+"""Finance's and institution admins' dashboard: spend per month by lab, funding source, cost
+center and Runpod account, from the monthly rollups, with the unattributed spend beside it so
+every table adds up to the accounts' total."""
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+
+from labgov.accounts import access
+from labgov.accounts.models import today_utc
+from labgov.core.money import ZERO, grouped_sums
+from labgov.dashboard.filters import MonthRange, add_months, month_range
+from labgov.dashboard.selectors.common import PALETTE, money, top_with_rest
+from labgov.dashboard.tables import MONEY, Column, Row, Table, query_with
+from labgov.funding.models import FundingSource
+from labgov.runpod.models import RunpodAccount
+from labgov.usage.models import MonthlySpend
+
+UNATTRIBUTED = "Unattributed"
+NO_COST_CENTER = "(no cost center)"
+
+
+@dataclass
+class InstitutionDashboard:
+    today: dt.date
+    period: MonthRange
+    presets: list
+    tables: dict[str, Table]
+    total_usd: Decimal
+    unattributed_usd: Decimal
+    monthly_chart: dict
+
+
+def institution_dashboard(user, params) -> InstitutionDashboard:
+    institutions = access.spend_institutions(user)
+    access.deny_unless(bool(institutions))
+    today = today_utc()
+    period = month_range(params, today=today)
+    months = period.months
+    sums = grouped_sums(
+        MonthlySpend.objects.filter(
+            institution_id__in=institutions, month__gte=period.first, month__lte=period.last
+        ),
+        ["account_id", "funding_source_id", "month"],
+        "amount_usd",
+    )
+    sources = {
+        fs.pk: fs
+        for fs in FundingSource.objects.filter(institution_id__in=institutions).select_related(
+            "lab"
+        )
+    }
+    accounts = dict(
+        RunpodAccount.objects.filter(institution_id__in=institutions).values_list("pk", "name")
+    )
+
+    by_source: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
+    by_account: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
+    unattributed: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
+    for (account_id, fs_id, month), amount in sums.items():
+        by_account[account_id][month] += amount
+        if fs_id is None:
+            unattributed[account_id][month] += amount
+        else:
+            by_source[fs_id][month] += amount
+    unattributed_months = _column_sums(unattributed.values(), months)
+
+    # Funding sources shown: those with spend in the range, and those running during it.
+    range_end = add_months(period.last, 1) - dt.timedelta(days=1)
+    shown = [
+        fs
+        for fs in sources.values()
+        if fs.pk in by_source or (fs.start_date <= range_end and fs.end_date >= period.first)
+    ]
+    by_lab: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
+    by_center: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
+    lab_names = {}
+    for fs in shown:
+        lab_names[fs.lab_id] = fs.lab.name
+        center = fs.cost_center or NO_COST_CENTER
+        by_center.setdefault(center, defaultdict(lambda: ZERO))
+        by_lab.setdefault(fs.lab_id, defaultdict(lambda: ZERO))
+        for month, amount in by_source.get(fs.pk, {}).items():
+            by_lab[fs.lab_id][month] += amount
+            by_center[center][month] += amount
+
+    unattributed_row = Row([UNATTRIBUTED, *unattributed_months], pinned=True)
+    tables = {
+        "labs": pivot_table(
+            "labs",
+            "Spend by lab",
+            [Column("lab", "Lab")],
+            [([lab_names[k]], v) for k, v in by_lab.items()],
+            months,
+            extra_rows=[unattributed_row],
+        ),
+        "funding": pivot_table(
+            "funding",
+            "Spend by funding source",
+            [
+                Column("name", "Funding source"),
+                Column("award", "Award"),
+                Column("lab", "Lab"),
+                Column("cost_center", "Cost center"),
+            ],
+            [
+                ([fs.name, fs.award_number, fs.lab.name, fs.cost_center], by_source.get(fs.pk, {}))
+                for fs in shown
+            ],
+            months,
+            extra_rows=[Row([UNATTRIBUTED, "", "", "", *unattributed_months], pinned=True)],
+        ),
+        "cost_centers": pivot_table(
+            "cost_centers",
+            "Spend by cost center",
+            [Column("cost_center", "Cost center")],
+            [([k], v) for k, v in by_center.items()],
+            months,
+            extra_rows=[unattributed_row],
+        ),
+        "accounts": pivot_table(
+            "accounts",
+            "Totals per Runpod account",
+            [Column("account", "Runpod account")],
+            [([name], by_account.get(pk, {})) for pk, name in accounts.items()],
+            months,
+        ),
+        "unattributed": pivot_table(
+            "unattributed",
+            "Unattributed spend",
+            [Column("account", "Runpod account")],
+            [([accounts.get(pk, pk)], v) for pk, v in unattributed.items()],
+            months,
+            empty="All spend in this range is attributed.",
+        ),
+    }
+    for table in tables.values():
+        table.bind(params)
+    total = sum(sums.values(), ZERO)
+    return InstitutionDashboard(
+        today=today,
+        period=period,
+        presets=_presets(params, today),
+        tables=tables,
+        total_usd=total,
+        unattributed_usd=sum(unattributed_months, ZERO),
+        monthly_chart=monthly_lab_chart(by_lab, lab_names, unattributed_months, months),
+    )
+
+
+def _column_sums(rows, months: list[dt.date]) -> list[Decimal]:
+    rows = list(rows)
+    return [sum((r.get(m, ZERO) for r in rows), ZERO) for m in months]
+
+
+def month_column(month: dt.date) -> Column:
+    return Column(f"m{month:%Y-%m}", f"{month:%b %Y}", MONEY)
+
+
+def pivot_table(
+    name: str,
+    title: str,
+    label_columns: list[Column],
+    items: list[tuple[list, dict]],
+    months: list[dt.date],
+    *,
+    extra_rows: list[Row] = (),
+    empty: str = "No spend in this range.",
+) -> Table:
+    """Rows of labels with one money column per month and a total; extra rows (such as the
+    unattributed spend) carry their month values and get their total here."""
+    rows = []
+    for labels, amounts in items:
+        values = [amounts.get(m, ZERO) for m in months]
+        rows.append(Row([*labels, *values, sum(values, ZERO)]))
+    for extra in extra_rows:
+        values = extra.cells[len(label_columns) :]
+        total = sum(values, ZERO)
+        if total:
+            rows.append(Row([*extra.cells, total], pinned=True))
+    n = len(label_columns)
+    column_totals = [sum((r.cells[n + i] for r in rows), ZERO) for i in range(len(months) + 1)]
+    return Table(
+        name,
+        title,
+        [*label_columns, *[month_column(m) for m in months], Column("total", "Total", MONEY)],
+        rows,
+        footer=["Total", *[""] * (n - 1), *column_totals] if rows else None,
+        default_sort="-total",
+        empty=empty,
+    )
+
+
+def monthly_lab_chart(by_lab, lab_names, unattributed_months, months) -> dict:
+    """Stacked bars per month, one series per lab (the biggest nine, the rest as "Others")."""
+    totals = [(k, sum(v.values(), ZERO)) for k, v in by_lab.items()]
+    keep = [k for k, _ in top_with_rest([(k, t) for k, t in totals if t], n=10) if k != "Others"]
+    others = [k for k, _ in totals if k not in keep]
+    series = [(lab_names[k], [by_lab[k].get(m, ZERO) for m in months]) for k in keep]
+    if others:
+        series.append(
+            ("Others", [sum((by_lab[k].get(m, ZERO) for k in others), ZERO) for m in months])
+        )
+    if any(unattributed_months):
+        series.append((UNATTRIBUTED, unattributed_months))
+    return {
+        "type": "bar",
+        "stacked": True,
+        "labels": [f"{m:%b %Y}" for m in months],
+        "datasets": [
+            {
+                "label": label,
+                "data": [money(v) for v in values],
+                "backgroundColor": "#c2c9d1"
+                if label == UNATTRIBUTED
+                else PALETTE[i % len(PALETTE)],
+            }
+            for i, (label, values) in enumerate(series)
+        ],
+    }
+
+
+def _presets(params, today: dt.date) -> list[tuple[str, str]]:
+    this_month = today.replace(day=1)
+    last_month = add_months(this_month, -1)
+    ranges = [
+        ("This month", this_month, this_month),
+        ("Last month", last_month, last_month),
+        ("Last 6 months", add_months(this_month, -5), this_month),
+        ("Last 12 months", add_months(this_month, -11), this_month),
+    ]
+    return [
+        (label, query_with(params, start=f"{first:%Y-%m}", end=f"{last:%Y-%m}"))
+        for label, first, last in ranges
+    ]

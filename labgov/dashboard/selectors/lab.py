@@ -1,0 +1,198 @@
+"""A lab's dashboard for its admins (and its institution's admins and finance): every funding
+source with its burn rate and forecast, spend over a range by day, category and person, what
+runs now and what bills while idle."""
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Q
+from django.urls import reverse
+
+from labgov.accounts import access
+from labgov.accounts.models import Lab, today_utc
+from labgov.core.money import ZERO
+from labgov.dashboard.filters import DayRange, day_presets, day_range
+from labgov.dashboard.forecast import Outlook, burn_rate, forecast
+from labgov.dashboard.selectors.common import (
+    CATEGORY_LABELS,
+    PALETTE,
+    bar_chart,
+    burn_sums,
+    by_holder_and_category,
+    category_table,
+    daily_sums,
+    days,
+    doughnut_chart,
+    idle_storage,
+    money,
+    people_table,
+    running_now,
+    running_table,
+    storage_table,
+    top_with_rest,
+)
+from labgov.dashboard.tables import DATE, MONEY, TEXT, Column, Row, Table
+from labgov.funding.models import Allocation, FundingSource
+from labgov.usage.models import Category
+
+DEFAULT_DAYS = 30
+
+
+@dataclass
+class LabDashboard:
+    lab: Lab
+    today: dt.date
+    period: DayRange
+    presets: list
+    tables: dict[str, Table]
+    totals: dict[str, Decimal]
+    unattributed_usd: Decimal
+    daily_chart: dict
+    category_chart: dict
+    people_chart: dict
+
+
+def lab_for_spend(user, pk: int) -> Lab:
+    lab = access.get_or_404(Lab.objects.filter(access.labs_q(user)), pk=pk)
+    access.deny_unless(
+        access.can_see_lab_spend(user, lab_id=lab.pk, institution_id=lab.institution_id)
+    )
+    return lab
+
+
+def lab_dashboard(user, pk: int, params) -> LabDashboard:
+    lab = lab_for_spend(user, pk)
+    today = today_utc()
+    period = day_range(
+        params, default_first=today - dt.timedelta(days=DEFAULT_DAYS - 1), default_last=today
+    )
+    sources = list(
+        FundingSource.objects.filter(lab=lab).with_figures().order_by("end_date", "name")
+    )
+    burns = burn_sums(Q(lab=lab, funding_source__isnull=False), today, "funding_source_id")
+    # The lab's rollups: attributed to its allocations, or unattributed on its own accounts.
+    in_period = daily_sums(Q(lab=lab), period.first, period.last, ["category", "allocation_id"])
+    by_day = daily_sums(
+        Q(lab=lab, allocation__isnull=False), period.first, period.last, ["day", "category"]
+    )
+    holders = {
+        a.pk: a.holder_name
+        for a in Allocation.objects.filter(funding_source__lab=lab).select_related("user")
+    }
+    running = running_now(Q(current_allocation__funding_source__lab=lab))
+    idle = idle_storage(Q(current_allocation__funding_source__lab=lab))
+
+    by_category: dict[str, Decimal] = {}
+    unattributed = ZERO
+    for (category, allocation_id), amount in in_period.items():
+        if allocation_id is None:
+            unattributed += amount
+        else:
+            by_category[category] = by_category.get(category, ZERO) + amount
+    by_holder = by_holder_and_category(in_period, holders)
+
+    tables = {
+        "funding": funding_table(sources, burns, today),
+        "categories": category_table(by_category),
+        "people": people_table(by_holder),
+        "running": running_table(running, with_funding=True),
+        "storage": storage_table(idle, with_funding=True),
+    }
+    for table in tables.values():
+        table.bind(params)
+    categories = sorted(
+        ((CATEGORY_LABELS.get(c, c), v) for c, v in by_category.items() if v), key=lambda kv: -kv[1]
+    )
+    people = top_with_rest([(h, t) for h, v in by_holder.items() if (t := sum(v.values(), ZERO))])
+    totals = {
+        "amount": sum((fs.amount_usd for fs in sources), ZERO),
+        "committed": sum((fs.committed_usd for fs in sources), ZERO),
+        "spent": sum((fs.spent_usd for fs in sources), ZERO),
+        "remaining": sum((fs.remaining_usd for fs in sources), ZERO),
+        "burn": burn_rate(sum(burns.values(), ZERO)),
+        "running_rate": sum((r.cost_per_hr_usd for r in running), ZERO),
+        "idle_monthly": sum((r.storage_monthly_usd for r in idle), ZERO),
+        "period": sum(by_category.values(), ZERO),
+    }
+    return LabDashboard(
+        lab=lab,
+        today=today,
+        period=period,
+        presets=day_presets(params, today),
+        tables=tables,
+        totals=totals,
+        unattributed_usd=unattributed,
+        daily_chart=daily_category_chart(by_day, period),
+        category_chart=doughnut_chart([k for k, _ in categories], [v for _, v in categories]),
+        people_chart=bar_chart([k for k, _ in people], [v for _, v in people]),
+    )
+
+
+def funding_table(sources: list[FundingSource], burns: dict, today: dt.date) -> Table:
+    rows = []
+    for fs in sources:
+        rate = burn_rate(burns.get(fs.pk, ZERO))
+        outlook = forecast(
+            remaining_usd=fs.remaining_usd, burn_rate_usd=rate, today=today, end_date=fs.end_date
+        )
+        rows.append(
+            Row(
+                [
+                    fs.name,
+                    fs.end_date,
+                    fs.amount_usd,
+                    fs.committed_usd,
+                    fs.spent_usd,
+                    fs.remaining_usd,
+                    rate,
+                    outlook.run_out_date if outlook.outlook == Outlook.RUNS_OUT_EARLY else None,
+                    outlook.headline,
+                ],
+                href=reverse("dashboard:funding", args=[fs.pk]),
+            )
+        )
+    totals = [
+        sum((getattr(fs, f) for fs in sources), ZERO)
+        for f in ("amount_usd", "committed_usd", "spent_usd", "remaining_usd")
+    ]
+    return Table(
+        "funding",
+        "Funding sources",
+        [
+            Column("name", "Funding source"),
+            Column("end", "Ends", DATE),
+            Column("amount", "Amount", MONEY),
+            Column("committed", "Committed", MONEY),
+            Column("spent", "Spent", MONEY),
+            Column("remaining", "Remaining", MONEY),
+            Column("burn", "Burn $/day", MONEY),
+            Column("run_out", "Runs out", DATE),
+            Column("outlook", "Forecast", TEXT, sortable=False),
+        ],
+        rows,
+        footer=["Total", None, *totals, burn_rate(sum(burns.values(), ZERO)), None, ""]
+        if rows
+        else None,
+        default_sort="end",
+        empty="No funding sources yet.",
+    )
+
+
+def daily_category_chart(by_day: dict[tuple, Decimal], period: DayRange) -> dict:
+    """Stacked bars: each day's spend, by category."""
+    labels = days(period.first, period.last)
+    present = [c for c in Category.values if any(k[1] == c for k in by_day)]
+    return {
+        "type": "bar",
+        "stacked": True,
+        "labels": [d.isoformat() for d in labels],
+        "datasets": [
+            {
+                "label": CATEGORY_LABELS[c],
+                "data": [money(by_day.get((d, c), ZERO)) for d in labels],
+                "backgroundColor": PALETTE[i % len(PALETTE)],
+            }
+            for i, c in enumerate(present)
+        ],
+    }

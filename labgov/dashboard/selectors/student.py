@@ -1,0 +1,273 @@
+"""A person's own dashboard: their allocations with forecasts, their resources and what they
+cost now, and their share of their lab's spend over time."""
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import BooleanField, Case, Q, Value, When
+
+from labgov.accounts.models import today_utc
+from labgov.core.money import ZERO, grouped_sums
+from labgov.dashboard.filters import DayRange, day_presets, day_range
+from labgov.dashboard.forecast import Outlook, burn_rate, forecast
+from labgov.dashboard.selectors.common import PALETTE, burn_sums, days, money
+from labgov.dashboard.tables import (
+    DATE,
+    MONEY,
+    NUMBER,
+    PERCENT,
+    TEXT,
+    Column,
+    Row,
+    Table,
+    share_percent,
+)
+from labgov.funding.models import Allocation
+from labgov.runpod.models import Resource
+from labgov.runpod.pricing import resource_storage_monthly_usd
+from labgov.runpod.types import PodStatus
+from labgov.usage.models import DailySpend
+
+DEFAULT_DAYS = 30
+
+
+@dataclass
+class StudentDashboard:
+    today: dt.date
+    period: DayRange
+    presets: list
+    labs: list[tuple[int, str]]
+    lab_id: int | None
+    tables: dict[str, Table]
+    totals: dict[str, Decimal]
+    share_chart: dict
+
+
+def student_dashboard(user, params) -> StudentDashboard:
+    today = today_utc()
+    period = day_range(
+        params, default_first=today - dt.timedelta(days=DEFAULT_DAYS - 1), default_last=today
+    )
+    allocations = list(
+        Allocation.objects.for_dashboard(user).filter(user=user).order_by("end_date", "pk")
+    )
+    burns = (
+        burn_sums(Q(allocation_id__in=[a.pk for a in allocations]), today, "allocation_id")
+        if allocations
+        else {}
+    )
+    resources = list(
+        Resource.objects.present()
+        .filter(current_allocation__user=user)
+        .select_related("account", "current_allocation__funding_source")
+        .order_by("kind", "name", "pk")
+    )
+    labs = sorted(
+        {(a.funding_source.lab_id, a.funding_source.lab.name) for a in allocations},
+        key=lambda lab: lab[1],
+    )
+    lab_id = _chosen_lab(params, labs)
+    share = _share_by_day(user, lab_id, period) if lab_id is not None else {}
+
+    tables = {
+        "allocations": allocations_table(allocations, burns, today),
+        "resources": resources_table(resources),
+        "share": share_table(share, period),
+    }
+    for table in tables.values():
+        table.bind(params)
+    mine = sum((v for (_, is_mine), v in share.items() if is_mine), ZERO)
+    lab_total = sum(share.values(), ZERO)
+    totals = {
+        "remaining": sum((a.remaining_usd for a in allocations), ZERO),
+        "spent": sum((a.spent_usd for a in allocations), ZERO),
+        "burn": burn_rate(sum(burns.values(), ZERO)),
+        "rate": sum((r.rate_now_usd for r in resources), ZERO),
+        "storage": sum((r.storage_monthly_usd for r in resources), ZERO),
+        "mine": mine,
+        "lab": lab_total,
+        "share": share_percent(mine, lab_total),
+    }
+    return StudentDashboard(
+        today=today,
+        period=period,
+        presets=day_presets(params, today),
+        labs=labs,
+        lab_id=lab_id,
+        tables=tables,
+        totals=totals,
+        share_chart=share_chart(share, period),
+    )
+
+
+def _chosen_lab(params, labs: list[tuple[int, str]]) -> int | None:
+    ids = [pk for pk, _ in labs]
+    try:
+        wanted = int(params.get("lab", ""))
+    except ValueError:
+        wanted = None
+    if wanted in ids:
+        return wanted
+    return ids[0] if ids else None
+
+
+def _share_by_day(user, lab_id: int, period: DayRange) -> dict[tuple, Decimal]:
+    """{(day, is mine): amount} of the lab's attributed spend: only totals of the others."""
+    rows = DailySpend.objects.filter(
+        lab_id=lab_id, allocation__isnull=False, day__gte=period.first, day__lte=period.last
+    ).annotate(
+        mine=Case(
+            When(user_id=user.pk, then=Value(True)),
+            default=Value(False),
+            output_field=BooleanField(),
+        )
+    )
+    return {
+        (day, bool(mine)): v
+        for (day, mine), v in grouped_sums(rows, ["day", "mine"], "amount_usd").items()
+    }
+
+
+def allocations_table(allocations, burns: dict, today: dt.date) -> Table:
+    rows = []
+    for a in allocations:
+        rate = burn_rate(burns.get(a.pk, ZERO))
+        outlook = forecast(
+            remaining_usd=a.remaining_usd, burn_rate_usd=rate, today=today, end_date=a.end_date
+        )
+        rows.append(
+            Row(
+                [
+                    a.funding_source.name,
+                    a.funding_source.lab.name,
+                    a.project_name,
+                    a.end_date,
+                    a.cap_usd,
+                    a.spent_usd,
+                    a.remaining_usd,
+                    rate,
+                    outlook.run_out_date if outlook.outlook == Outlook.RUNS_OUT_EARLY else None,
+                    outlook.headline,
+                ]
+            )
+        )
+    return Table(
+        "allocations",
+        "My allocations",
+        [
+            Column("funding", "Funding source"),
+            Column("lab", "Lab"),
+            Column("project", "Project"),
+            Column("end", "Ends", DATE),
+            Column("cap", "Cap", MONEY),
+            Column("spent", "Spent", MONEY),
+            Column("remaining", "Remaining", MONEY),
+            Column("burn", "Burn $/day", MONEY),
+            Column("run_out", "Runs out", DATE),
+            Column("outlook", "Forecast", TEXT, sortable=False),
+        ],
+        rows,
+        default_sort="end",
+        empty="You have no allocations yet. Ask your lab admin for one.",
+    )
+
+
+def resources_table(resources: list[Resource]) -> Table:
+    rows = []
+    for r in resources:
+        r.rate_now_usd = (
+            r.cost_per_hr_usd if r.status == PodStatus.RUNNING or r.kind == "cluster" else ZERO
+        )
+        r.storage_monthly_usd = resource_storage_monthly_usd(r)
+        rows.append(
+            Row(
+                [
+                    r.name or r.runpod_id,
+                    r.get_kind_display(),
+                    r.status,
+                    r.current_allocation.funding_source.name,
+                    r.volume_disk_gb or r.size_gb or None,
+                    r.rate_now_usd,
+                    r.storage_monthly_usd,
+                ]
+            )
+        )
+    footer = [
+        "Total",
+        "",
+        "",
+        "",
+        None,
+        sum((r.rate_now_usd for r in resources), ZERO),
+        sum((r.storage_monthly_usd for r in resources), ZERO),
+    ]
+    return Table(
+        "resources",
+        "My resources",
+        [
+            Column("name", "Resource"),
+            Column("kind", "Kind"),
+            Column("status", "Status"),
+            Column("funding", "Paid from"),
+            Column("gb", "Volume GB", NUMBER),
+            Column("rate", "$/hour now", MONEY),
+            Column("storage", "Storage $/month", MONEY),
+        ],
+        rows,
+        footer=footer if rows else None,
+        default_sort="-rate",
+        empty="Nothing of yours runs or stores data on Runpod.",
+        note=(
+            "A stopped pod costs nothing per hour but still pays for its volume disk; network "
+            "volumes bill whether or not anything uses them."
+        ),
+    )
+
+
+def share_table(share: dict[tuple, Decimal], period: DayRange) -> Table:
+    rows = []
+    for day in days(period.first, period.last):
+        mine = share.get((day, True), ZERO)
+        rest = share.get((day, False), ZERO)
+        if mine or rest:
+            rows.append(Row([day, mine, rest, share_percent(mine, mine + rest)]))
+    mine_total = sum((v for (_, m), v in share.items() if m), ZERO)
+    rest_total = sum((v for (_, m), v in share.items() if not m), ZERO)
+    return Table(
+        "share",
+        "Day by day",
+        [
+            Column("day", "Day", DATE),
+            Column("mine", "Mine", MONEY),
+            Column("rest", "Rest of the lab", MONEY),
+            Column("share", "My share", PERCENT),
+        ],
+        rows,
+        footer=["Total", mine_total, rest_total, share_percent(mine_total, mine_total + rest_total)]
+        if rows
+        else None,
+        default_sort="day",
+        empty="No spend in the lab in this range.",
+    )
+
+
+def share_chart(share: dict[tuple, Decimal], period: DayRange) -> dict:
+    labels = days(period.first, period.last)
+    return {
+        "type": "bar",
+        "stacked": True,
+        "labels": [d.isoformat() for d in labels],
+        "datasets": [
+            {
+                "label": "Mine",
+                "data": [money(share.get((d, True), ZERO)) for d in labels],
+                "backgroundColor": PALETTE[1],
+            },
+            {
+                "label": "Rest of the lab",
+                "data": [money(share.get((d, False), ZERO)) for d in labels],
+                "backgroundColor": PALETTE[4],
+            },
+        ],
+    }

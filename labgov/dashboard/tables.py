@@ -1,0 +1,161 @@
+"""Dashboard tables: one description renders as HTML (with sort links) and as CSV, so a
+download always holds what the page shows, with the same filters and order."""
+
+import csv
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.http import HttpResponse, QueryDict
+
+from labgov.core.money import to_cents
+
+MONEY, TEXT, DATE, NUMBER, PERCENT = "money", "text", "date", "number", "percent"
+
+
+@dataclass
+class Column:
+    key: str
+    label: str
+    kind: str = TEXT
+    sortable: bool = True
+    # Filled by Table.bind: where a click on the header leads, and the arrow it shows.
+    sort_url: str = ""
+    sort_state: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in (MONEY, NUMBER, PERCENT)
+
+
+@dataclass
+class Row:
+    cells: list
+    href: str = ""  # links the first cell
+    # Pinned rows (such as "Unattributed") stay at the bottom whatever the sort.
+    pinned: bool = False
+    display: list = field(default_factory=list)  # (value, column) pairs, for the template
+
+
+@dataclass
+class Table:
+    name: str  # the CSV's ?table= value and the prefix of its sort parameter
+    title: str
+    columns: list[Column]
+    rows: list[Row] = field(default_factory=list)
+    footer: list | None = None
+    default_sort: str = ""
+    empty: str = "Nothing in this range."
+    note: str = ""
+    sort: str = ""
+    csv_url: str = ""
+    footer_display: list | None = None
+
+    @property
+    def sort_param(self) -> str:
+        return f"{self.name}_sort"
+
+    def apply_sort(self, params: QueryDict) -> "Table":
+        """Sort by ?<name>_sort=<key> (or -<key> for descending); unknown keys fall back to
+        the default order."""
+        wanted = params.get(self.sort_param, "") or self.default_sort
+        key = wanted.removeprefix("-")
+        keys = [c.key for c in self.columns if c.sortable]
+        if key not in keys:
+            self.sort = ""
+            return self
+        self.sort = wanted
+        index = next(i for i, c in enumerate(self.columns) if c.key == key)
+        descending = wanted.startswith("-")
+        present = [r for r in self.rows if r.cells[index] not in (None, "")]
+        missing = [r for r in self.rows if r.cells[index] in (None, "")]
+        present.sort(key=lambda r: _sort_key(r.cells[index]), reverse=descending)
+        ordered = present + missing
+        self.rows = [r for r in ordered if not r.pinned] + [r for r in ordered if r.pinned]
+        return self
+
+    def bind(self, params: QueryDict) -> "Table":
+        """Sort, then build the header and CSV links from the page's own query string, so
+        every link keeps the current filters."""
+        self.apply_sort(params)
+        for column in self.columns:
+            if not column.sortable:
+                continue
+            ascending = column.key
+            descending = f"-{column.key}"
+            if self.sort == ascending:
+                column.sort_state, target = "▲", descending
+            elif self.sort == descending:
+                column.sort_state, target = "▼", ascending
+            else:
+                column.sort_state = ""
+                target = descending if column.numeric else ascending
+            column.sort_url = query_with(
+                params, **{self.sort_param: target, "format": None, "table": None}
+            )
+        self.csv_url = query_with(params, format="csv", table=self.name)
+        for row in self.rows:
+            row.display = list(zip(row.cells, self.columns, strict=True))
+        self.footer_display = (
+            list(zip(self.footer, self.columns, strict=True)) if self.footer is not None else None
+        )
+        return self
+
+
+def _sort_key(value):
+    if isinstance(value, str):
+        return value.casefold()
+    return value
+
+
+def query_with(params: QueryDict, **changes) -> str:
+    """The query string with some parameters changed (None removes one)."""
+    query = params.copy()
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    return "?" + query.urlencode()
+
+
+def csv_cell(value, kind: str) -> str:
+    if value is None or value == "":
+        return ""
+    if kind == MONEY:
+        return str(to_cents(Decimal(value)))
+    if kind == PERCENT:
+        return str(Decimal(value).quantize(Decimal("0.1")))
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="minutes")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def csv_response(table: Table, filename: str) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    writer.writerow([c.label for c in table.columns])
+    for row in table.rows:
+        writer.writerow(
+            [
+                csv_cell(value, column.kind)
+                for value, column in zip(row.cells, table.columns, strict=True)
+            ]
+        )
+    if table.footer is not None:
+        writer.writerow(
+            [
+                csv_cell(value, column.kind)
+                for value, column in zip(table.footer, table.columns, strict=True)
+            ]
+        )
+    return response
+
+
+def share_percent(part: Decimal, whole: Decimal) -> Decimal | None:
+    if not whole:
+        return None
+    return part / whole * 100

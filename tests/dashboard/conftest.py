@@ -1,0 +1,126 @@
+"""Dashboard fixtures: spend written straight into the rollups (the sync's job is tested in
+tests/usage), resources in every state that matters, and a clock fixed at noon UTC."""
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from labgov.funding.models import LedgerEntry
+from labgov.funding.services import ledger_post
+from labgov.runpod.models import Resource
+from labgov.usage.models import Category, DailySpend, MonthlySpend
+from tests.factories import ResourceFactory, RunpodAccountFactory
+
+NOW = dt.datetime(2026, 3, 18, 12, 0, tzinfo=dt.UTC)
+TODAY = NOW.date()
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock():
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+def add_spend(
+    account,
+    day: dt.date,
+    amount: str | Decimal,
+    *,
+    allocation=None,
+    category: str = Category.GPU_COMPUTE,
+    ledger: bool = True,
+) -> None:
+    """One day's spend in the daily and monthly rollups, as the sync would leave it; with
+    `ledger`, the matching usage on the ledger too (attributed spend only)."""
+    amount = Decimal(amount)
+    owners = {"lab_id": account.lab_id}
+    if allocation is not None:
+        owners = {
+            "allocation": allocation,
+            "funding_source_id": allocation.funding_source_id,
+            "lab_id": allocation.funding_source.lab_id,
+            "user_id": allocation.user_id,
+        }
+    common = {
+        "account": account,
+        "institution_id": account.institution_id,
+        "category": category,
+        "amount_usd": amount,
+        **owners,
+    }
+    DailySpend.objects.create(day=day, **common)
+    MonthlySpend.objects.create(month=day.replace(day=1), **common)
+    if ledger and allocation is not None:
+        ledger_post(
+            actor=None,
+            funding_source=allocation.funding_source,
+            allocation=allocation,
+            kind=LedgerEntry.Kind.USAGE,
+            amount_usd=amount,
+        )
+
+
+@dataclass
+class Spend:
+    account: object
+    running: Resource
+    stopped: Resource
+    idle_volume: Resource
+    mounted_volume: Resource
+
+
+@pytest.fixture
+def spend(world) -> Spend:
+    """The member's allocation spends $10/day of GPU for the last 10 days and $1/day of disk;
+    the lab admin's lab has a running pod, a stopped pod with a volume disk, and two network
+    volumes, one mounted by the running pod."""
+    account = RunpodAccountFactory(institution=world.institution, name="Main")
+    for i in range(1, 11):
+        day = TODAY - dt.timedelta(days=i)
+        add_spend(account, day, "10.00", allocation=world.allocation)
+        add_spend(account, day, "1.00", allocation=world.allocation, category=Category.POD_DISK)
+    add_spend(account, TODAY - dt.timedelta(days=2), "5.00")  # unattributed
+    mounted = ResourceFactory(
+        account=account,
+        kind="network_volume",
+        runpod_id="vol-mounted",
+        name="datasets",
+        status="AVAILABLE",
+        size_gb=100,
+        volume_type="STANDARD",
+        current_allocation=world.allocation,
+    )
+    running = ResourceFactory(
+        account=account,
+        name="train-a100",
+        status="RUNNING",
+        cost_per_hr_usd=Decimal("1.89"),
+        gpu_count=1,
+        gpu_type_id="NVIDIA A100 80GB PCIe",
+        container_disk_gb=20,
+        volume_disk_gb=50,
+        network_volume_id="vol-mounted",
+        current_allocation=world.allocation,
+    )
+    stopped = ResourceFactory(
+        account=account,
+        name="forgotten",
+        status="EXITED",
+        cost_per_hr_usd=Decimal("0.44"),
+        volume_disk_gb=200,
+        current_allocation=world.allocation,
+    )
+    idle = ResourceFactory(
+        account=account,
+        kind="network_volume",
+        runpod_id="vol-idle",
+        name="old-checkpoints",
+        status="AVAILABLE",
+        size_gb=500,
+        volume_type="STANDARD",
+        current_allocation=world.allocation,
+    )
+    return Spend(account, running, stopped, idle, mounted)
