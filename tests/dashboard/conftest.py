@@ -124,3 +124,56 @@ def spend(world) -> Spend:
         current_allocation=world.allocation,
     )
     return Spend(account, running, stopped, idle, mounted)
+
+
+def grow(world, spend: Spend, n: int) -> None:
+    """n more of everything the dashboards read: people with allocations on new and existing
+    funding sources of both labs, ten days of spend each, resources running and idle, and
+    unattributed spend; so a query per row would show."""
+    from labgov.accounts.models import Role
+    from tests.factories import AllocationFactory, FundingSourceFactory, MembershipFactory
+
+    for i in range(n):
+        for lab in (world.lab, world.other_lab):
+            person = MembershipFactory(role=Role.MEMBER, lab=lab).user
+            fs = FundingSourceFactory(lab=lab)
+            for funding_source in (fs, world.funding_source if lab == world.lab else fs):
+                allocation = AllocationFactory(funding_source=funding_source, user=person)
+                for d in range(1, 11):
+                    add_spend(
+                        spend.account, TODAY - dt.timedelta(days=d), "2.50", allocation=allocation
+                    )
+                ResourceFactory(
+                    account=spend.account, status="RUNNING", current_allocation=allocation
+                )
+                ResourceFactory(
+                    account=spend.account,
+                    status="EXITED",
+                    volume_disk_gb=10,
+                    current_allocation=allocation,
+                )
+                ResourceFactory(
+                    account=spend.account,
+                    kind="network_volume",
+                    status="AVAILABLE",
+                    size_gb=10,
+                    current_allocation=allocation,
+                )
+        # The member gets more of their own too.
+        extra = AllocationFactory(funding_source=world.funding_source, user=world.member)
+        add_spend(spend.account, TODAY - dt.timedelta(days=3), "1.25", allocation=extra)
+        ResourceFactory(account=spend.account, status="RUNNING", current_allocation=extra)
+        add_spend(spend.account, TODAY - dt.timedelta(days=i % 10 + 1), "0.75")
+        add_spend(
+            spend.account, TODAY - dt.timedelta(days=40 + i), "3.00", allocation=world.allocation
+        )
+
+
+def count_queries(client, url: str, **extra) -> tuple[int, object]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url, **extra)
+    assert response.status_code == 200, response.content[:500]
+    return len(ctx.captured_queries), response
