@@ -36,8 +36,9 @@ def _queries(client):
 
 
 # Pinned counts: session, user, the role scope (plus the institution's labs for institution
-# admins), funding sources with their figures, my allocations.
-EXPECTED_QUERIES = {"inst_admin": 6, "finance": 5, "lab_admin": 5, "member": 4}
+# admins), funding sources with their figures, my allocations, and (for lab admins' funding
+# sources and my own allocations) the spend of the burn-rate window.
+EXPECTED_QUERIES = {"inst_admin": 6, "finance": 5, "lab_admin": 6, "member": 5}
 
 
 @pytest.mark.parametrize("role", list(EXPECTED_QUERIES))
@@ -102,3 +103,16 @@ def test_person_without_roles_is_told_so(db, client_for):
 
     page = client_for(UserFactory()).get(reverse("home")).content.decode()
     assert "no role" in page
+
+
+def test_lab_admin_and_member_see_forecasts_and_dashboard_links(world, spend, client_for):
+    page = client_for(world.lab_admin).get(reverse("home")).content.decode()
+    assert reverse("dashboard:lab", args=[world.lab.pk]) in page
+    assert reverse("dashboard:funding", args=[world.funding_source.pk]) in page
+    assert "$11.00" in page  # the burn rate: $11 a day for the last 7 days
+    assert "Lasts past its end (8 December 2026)" in page
+    page = client_for(world.member).get(reverse("home")).content.decode()
+    assert reverse("dashboard:me") in page
+    assert "Runs out 6 June 2026, 6 months before it ends" in page
+    page = client_for(world.finance).get(reverse("home")).content.decode()
+    assert reverse("dashboard:institution") in page

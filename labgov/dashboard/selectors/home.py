@@ -1,9 +1,13 @@
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from django.db.models import Q
+
 from labgov.accounts.access import scope_for
-from labgov.accounts.models import Lab
+from labgov.accounts.models import Lab, today_utc
 from labgov.core.money import ZERO
+from labgov.dashboard.forecast import burn_rate, burn_window, forecast
+from labgov.dashboard.selectors.common import daily_sums
 from labgov.funding.models import Allocation, FundingSource
 
 
@@ -69,6 +73,9 @@ def home_for_user(user) -> HomeData:
         .filter(user=user)
         .select_related("funding_source__lab")
     )
+    _attach_forecasts(
+        [fs for summary in managed.values() for fs in summary.funding_sources], my_allocations
+    )
     return HomeData(
         institution_labs=sorted(institution_labs.values(), key=lambda s: s.lab.name),
         institution_totals=totals,
@@ -76,3 +83,33 @@ def home_for_user(user) -> HomeData:
         my_allocations=my_allocations,
         is_empty=scope.is_empty,
     )
+
+
+def _attach_forecasts(sources: list, allocations: list) -> None:
+    """Burn rate and forecast for the lab admin's funding sources and the person's own
+    allocations, read in one query."""
+    if not sources and not allocations:
+        return
+    today = today_utc()
+    first, last = burn_window(today)
+    sums = daily_sums(
+        Q(funding_source_id__in=[fs.pk for fs in sources])
+        | Q(allocation_id__in=[a.pk for a in allocations]),
+        first,
+        last,
+        ["funding_source_id", "allocation_id"],
+    )
+    by_source: dict[int, Decimal] = {}
+    by_allocation: dict[int, Decimal] = {}
+    for (fs_id, allocation_id), amount in sums.items():
+        by_source[fs_id] = by_source.get(fs_id, ZERO) + amount
+        by_allocation[allocation_id] = by_allocation.get(allocation_id, ZERO) + amount
+    for owner, spent in [(fs, by_source) for fs in sources] + [
+        (a, by_allocation) for a in allocations
+    ]:
+        owner.forecast = forecast(
+            remaining_usd=owner.remaining_usd,
+            burn_rate_usd=burn_rate(spent.get(owner.pk, ZERO)),
+            today=today,
+            end_date=owner.end_date,
+        )
