@@ -51,13 +51,42 @@ def burn_sums(q: Q, today: dt.date, key: str) -> dict:
 RUNNING_Q = Q(kind=ResourceKind.POD, status=PodStatus.RUNNING) | Q(kind=ResourceKind.CLUSTER)
 
 
-def running_now(owner_q: Q) -> list[Resource]:
-    return list(
+# The columns the dashboards show: resources carry JSON (environment, details) that would
+# cost more to decode than the rest of a page's rows.
+RESOURCE_FIELDS = (
+    "kind",
+    "runpod_id",
+    "name",
+    "status",
+    "status_changed_at",
+    "cost_per_hr_usd",
+    "gpu_type_id",
+    "gpu_count",
+    "container_disk_gb",
+    "volume_disk_gb",
+    "size_gb",
+    "volume_type",
+    "gone_at",
+    "current_allocation__project_name",
+    "current_allocation__user__username",
+    "current_allocation__user__first_name",
+    "current_allocation__user__last_name",
+    "current_allocation__funding_source__name",
+)
+
+
+def resources_shown(owner_q: Q):
+    return (
         Resource.objects.present()
         .filter(owner_q)
-        .filter(RUNNING_Q)
-        .select_related("account", "current_allocation__user", "current_allocation__funding_source")
-        .order_by("-cost_per_hr_usd", "name", "pk")
+        .select_related("current_allocation__user", "current_allocation__funding_source")
+        .only(*RESOURCE_FIELDS)
+    )
+
+
+def running_now(owner_q: Q) -> list[Resource]:
+    return list(
+        resources_shown(owner_q).filter(RUNNING_Q).order_by("-cost_per_hr_usd", "name", "pk")
     )
 
 
@@ -72,13 +101,11 @@ def idle_storage(owner_q: Q) -> list[Resource]:
         network_volume_id=OuterRef("runpod_id"),
     )
     resources = list(
-        Resource.objects.present()
-        .filter(owner_q)
+        resources_shown(owner_q)
         .filter(
             Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
             | Q(Q(kind=ResourceKind.NETWORK_VOLUME) & ~Exists(mounted))
         )
-        .select_related("account", "current_allocation__user", "current_allocation__funding_source")
         .order_by("kind", "name", "pk")
     )
     for resource in resources:

@@ -78,7 +78,9 @@ def lab_dashboard(user, pk: int, params) -> LabDashboard:
     )
     holders = {
         a.pk: a.holder_name
-        for a in Allocation.objects.filter(funding_source__lab=lab).select_related("user")
+        for a in Allocation.objects.filter(funding_source__lab=lab)
+        .select_related("user")
+        .only("project_name", "user__username", "user__first_name", "user__last_name")
     }
     running = running_now(Q(current_allocation__funding_source__lab=lab))
     idle = idle_storage(Q(current_allocation__funding_source__lab=lab))

@@ -11,7 +11,7 @@ from labgov.accounts.models import today_utc
 from labgov.core.money import ZERO, grouped_sums
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
-from labgov.dashboard.selectors.common import PALETTE, burn_sums, days, money
+from labgov.dashboard.selectors.common import PALETTE, burn_sums, days, money, resources_shown
 from labgov.dashboard.tables import (
     DATE,
     MONEY,
@@ -58,10 +58,7 @@ def student_dashboard(user, params) -> StudentDashboard:
         else {}
     )
     resources = list(
-        Resource.objects.present()
-        .filter(current_allocation__user=user)
-        .select_related("account", "current_allocation__funding_source")
-        .order_by("kind", "name", "pk")
+        resources_shown(Q(current_allocation__user=user)).order_by("kind", "name", "pk")
     )
     labs = sorted(
         {(a.funding_source.lab_id, a.funding_source.lab.name) for a in allocations},

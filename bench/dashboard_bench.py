@@ -1,0 +1,388 @@
+"""Dashboard benchmark: the lab admin's, the student's and finance's pages over 1 million
+billing records (and over 10 thousand, for the ratio), in PostgreSQL.
+
+    .venv/bin/python bench/dashboard_bench.py [--records 1000000] [--small 10000] [--requests 50]
+
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth); creates and drops the
+database `labgov_dashbench` (`--keep` leaves it). For each size it builds one institution
+with 20 labs, 200 funding sources, 1,000 people with an allocation each, 1,000 resources
+(800 pods, 200 network volumes) on two Runpod accounts, and hourly billing records for every
+resource (records ÷ 1,000 hours, ending at the last full hour): generated in the database
+with generate_series, not by the sync. The rollups and the ledger's usage are then built by
+the sync's own functions (`rollups_rebuild`, `usage_reconcile`), and a sample of rollups is
+checked against the raw records.
+
+Each page is requested in-process with Django's test Client, DEBUG off: 3 warm-up requests,
+then `--requests` timed ones; the query count comes from one more. Prints a table and writes
+JSON to bench/results/. Target: median under 50 ms, ratio (1M ÷ 10k median) under 1.5.
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DB = "labgov_dashbench"
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+RESOURCES = 1000
+PODS = 800
+LABS = 20
+SOURCES = 200
+PEOPLE = 1000
+
+
+def _admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def _recreate_database() -> None:
+    from django.db import connections
+
+    connections.close_all()
+    _admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    _admin(f"CREATE DATABASE {DB}")
+
+
+def _setup_django() -> None:
+    os.environ.update(
+        DEBUG="1",  # plain static files storage; DEBUG itself is switched off below
+        DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{DB}",
+        DATABASE_CONN_MAX_AGE="600",
+        LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="labgov.settings",
+    )
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    settings.DEBUG = False  # no query log, as in production
+
+
+def _build(records: int) -> dict:
+    """The institution, its people and money, resources and billing; returns who to log in
+    as and what to open."""
+    from django.contrib.auth.hashers import make_password
+    from django.core.management import call_command
+    from django.db import connection
+    from django.utils import timezone
+
+    from labgov.accounts.models import Institution, Lab, Membership, Role, User
+    from labgov.core.crypto import encrypt
+    from labgov.funding.models import Allocation, FundingSource
+    from labgov.runpod.models import Resource, RunpodAccount
+
+    call_command("migrate", verbosity=0, interactive=False)
+    now = timezone.now()
+    today = now.date()
+    nobody = make_password(None)  # logged in with force_login only
+    institution = Institution.objects.create(name="Bench University", slug="bench")
+    labs = Lab.objects.bulk_create(
+        Lab(institution=institution, name=f"Lab {i:02d}", slug=f"lab-{i:02d}") for i in range(LABS)
+    )
+    people = User.objects.bulk_create(
+        User(username=f"person{i:04d}", first_name="Person", last_name=f"{i:04d}", password=nobody)
+        for i in range(PEOPLE)
+    )
+    finance = User.objects.create(username="finance", password=nobody)
+    started = today - dt.timedelta(days=400)
+    memberships = [
+        Membership(user=finance, institution=institution, role=Role.FINANCE, start_date=started)
+    ]
+    # The first person of each lab is its lab admin; everyone is a member of their lab.
+    for i, person in enumerate(people):
+        lab = labs[i % LABS]
+        role = Role.LAB_ADMIN if i < LABS else Role.MEMBER
+        memberships.append(
+            Membership(user=person, institution=institution, lab=lab, role=role, start_date=started)
+        )
+    Membership.objects.bulk_create(memberships)
+    sources = FundingSource.objects.bulk_create(
+        FundingSource(
+            institution=institution,
+            lab=labs[i % LABS],
+            name=f"Grant {i:03d}",
+            award_number=f"AWD-{i:05d}",
+            cost_center=f"CC-{i % 37:02d}",
+            start_date=today - dt.timedelta(days=120),
+            end_date=today + dt.timedelta(days=60 + (i * 7) % 400),
+            amount_usd=50000 + 1000 * (i % 50),
+        )
+        for i in range(SOURCES)
+    )
+    # Person i holds an allocation on one of the ten funding sources of their lab.
+    allocations = Allocation.objects.bulk_create(
+        Allocation(
+            funding_source=sources[(i % LABS) + LABS * ((i // LABS) % (SOURCES // LABS))],
+            user=person,
+            cap_usd=5000,
+            start_date=today - dt.timedelta(days=120),
+            end_date=today + dt.timedelta(days=60),
+        )
+        for i, person in enumerate(people)
+    )
+    key = encrypt("rp_bench_key_0000")
+    accounts = RunpodAccount.objects.bulk_create(
+        RunpodAccount(
+            institution=institution, name=name, api_key_encrypted=key, api_key_last4="0000"
+        )
+        for name in ("Main", "Overflow")
+    )
+    resources = []
+    for r in range(RESOURCES):
+        pod = r < PODS
+        # One resource in twenty is unattributed; the rest are paid by person r's allocation.
+        allocation = None if r % 20 == 19 else allocations[r % PEOPLE]
+        resources.append(
+            Resource(
+                account=accounts[1 if r % 10 == 0 else 0],
+                kind="pod" if pod else "network_volume",
+                runpod_id=f"{'pod' if pod else 'vol'}-{r:05d}",
+                name=f"{'pod' if pod else 'volume'}-{r:05d}",
+                status=("RUNNING" if r % 10 < 3 else "EXITED") if pod else "AVAILABLE",
+                status_changed_at=now - dt.timedelta(hours=r % 200),
+                cost_per_hr_usd="1.89" if pod else 0,
+                gpu_count=1 if pod else 0,
+                gpu_type_id="NVIDIA A100 80GB PCIe" if pod else "",
+                container_disk_gb=20 if pod else 0,
+                volume_disk_gb=50 if pod else 0,
+                size_gb=0 if pod else 100 + r % 400,
+                volume_type="" if pod else "STANDARD",
+                # Running pods mount a network volume; the other volumes sit idle.
+                network_volume_id=f"vol-{PODS + r % 200:05d}" if pod and r % 10 < 3 else "",
+                current_allocation=allocation,
+            )
+        )
+    Resource.objects.bulk_create(resources, batch_size=1000)
+
+    hours = records // RESOURCES
+    last = now.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
+    first = last - dt.timedelta(hours=hours - 1)
+    # Deterministic amounts from the resource id and the hour, exact to ten decimal places.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO runpod_billingrecord (resource_id, kind, bucket_start, bucket_end,
+                total_usd, gpu_usd, cpu_usd, disk_usd, storage_standard_usd,
+                storage_high_performance_usd, fee_usd, networking_usd, allocation_id, synced_at)
+            SELECT r.id, r.kind, h, h + interval '1 hour',
+                   a.gpu + a.cpu + a.disk + a.storage, a.gpu, a.cpu, a.disk, a.storage,
+                   0, 0, 0, r.current_allocation_id, now()
+            FROM runpod_resource r
+            CROSS JOIN generate_series(%s::timestamptz, %s::timestamptz, interval '1 hour') h
+            CROSS JOIN LATERAL (
+                SELECT
+                    CASE WHEN r.kind = 'pod' AND r.status = 'RUNNING'
+                         THEN 1.49 + ((r.id * 7 + extract(epoch FROM h)::bigint / 3600) %% 40)
+                                     / 100.0
+                         ELSE 0 END::numeric(20, 10) AS gpu,
+                    CASE WHEN r.kind = 'pod' AND r.status = 'RUNNING' THEN 0.0400000000
+                         ELSE 0 END::numeric(20, 10) AS cpu,
+                    CASE WHEN r.kind = 'pod' THEN 0.0136986301 ELSE 0 END::numeric(20, 10) AS disk,
+                    CASE WHEN r.kind = 'network_volume' THEN r.size_gb * 0.0000958904
+                         ELSE 0 END::numeric(20, 10) AS storage
+            ) a
+            """,
+            [first, last],
+        )
+        cursor.execute("ANALYZE")
+    return {
+        "accounts": accounts,
+        "days": sorted({(first + dt.timedelta(hours=h)).date() for h in range(hours)}),
+        "lab_admin": people[0],
+        "lab": labs[0],
+        "funding_source": sources[0],
+        "student": people[LABS],  # a member of lab 0 with an allocation on its first grant
+        "finance": finance,
+    }
+
+
+def _rollups(world: dict) -> dict:
+    from django.db import transaction
+
+    from labgov.runpod.attribution import usage_reconcile
+    from labgov.usage.services import rollups_rebuild
+
+    started = time.perf_counter()
+    for account in world["accounts"]:
+        with transaction.atomic():
+            rollups_rebuild(account=account, days=world["days"])
+            usage_reconcile(account=account, days=world["days"])
+    seconds = time.perf_counter() - started
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return {"rollup_seconds": round(seconds, 1), **_verify_sample()}
+
+
+def _verify_sample() -> dict:
+    """The rollups of a sample of allocations and days equal the sums of the raw records."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH sample AS (
+                SELECT DISTINCT allocation_id, day FROM usage_dailyspend
+                WHERE mod(allocation_id, 97) = 1 OR allocation_id IS NULL
+            ),
+            raw AS (
+                SELECT b.allocation_id, (b.bucket_start AT TIME ZONE 'UTC')::date AS day,
+                       sum(b.total_usd) AS total
+                FROM runpod_billingrecord b
+                JOIN sample s ON s.allocation_id IS NOT DISTINCT FROM b.allocation_id
+                 AND b.bucket_start >= s.day AND b.bucket_start < s.day + 1
+                GROUP BY 1, 2
+            ),
+            rolled AS (
+                SELECT d.allocation_id, d.day, sum(d.amount_usd) AS total
+                FROM usage_dailyspend d JOIN sample s
+                  ON s.allocation_id IS NOT DISTINCT FROM d.allocation_id AND s.day = d.day
+                GROUP BY 1, 2
+            )
+            SELECT count(*), count(*) FILTER (WHERE raw.total IS DISTINCT FROM rolled.total)
+            FROM raw FULL JOIN rolled
+              ON raw.allocation_id IS NOT DISTINCT FROM rolled.allocation_id
+             AND raw.day = rolled.day
+            """
+        )
+        checked, mismatched = cursor.fetchone()
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM runpod_billingrecord),"
+            " (SELECT count(*) FROM usage_dailyspend), (SELECT count(*) FROM usage_monthlyspend),"
+            " (SELECT count(*) FROM funding_ledgerentry)"
+        )
+        records, daily, monthly, ledger = cursor.fetchone()
+    if mismatched or not checked:
+        sys.exit(f"rollups differ from the raw records: {mismatched} of {checked} sampled")
+    return {
+        "billing_records": records,
+        "daily_rollup_rows": daily,
+        "monthly_rollup_rows": monthly,
+        "ledger_entries": ledger,
+        "rollup_sample_checked": checked,
+    }
+
+
+def _pages(world: dict) -> dict:
+    from django.urls import reverse
+
+    return {
+        "lab admin: lab": (world["lab_admin"], reverse("dashboard:lab", args=[world["lab"].pk])),
+        "lab admin: funding source": (
+            world["lab_admin"],
+            reverse("dashboard:funding", args=[world["funding_source"].pk]),
+        ),
+        "student": (world["student"], reverse("dashboard:me")),
+        "finance": (world["finance"], reverse("dashboard:institution")),
+    }
+
+
+def _measure(world: dict, requests: int) -> dict:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    results = {}
+    for name, (user, url) in _pages(world).items():
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(user)
+        for _ in range(3):
+            assert client.get(url).status_code == 200, url
+        times = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            response = client.get(url)
+            times.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+        with CaptureQueriesContext(connection) as queries:
+            client.get(url)
+        times.sort()
+        results[name] = {
+            "url": url,
+            "median_ms": round(statistics.median(times), 1),
+            "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)], 1),
+            "queries": len(queries.captured_queries),
+            "bytes": len(response.content),
+        }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--keep", action="store_true", help="leave the database behind")
+    args = parser.parse_args()
+
+    _setup_django()
+    runs = {}
+    try:
+        for size in (args.small, args.records):
+            _recreate_database()
+            started = time.perf_counter()
+            world = _build(size)
+            data = _rollups(world)
+            data["build_seconds"] = round(time.perf_counter() - started, 1)
+            print(f"{size:,} records: built in {data['build_seconds']} s {data}", flush=True)
+            runs[size] = {"data": data, "pages": _measure(world, args.requests)}
+    finally:
+        if not args.keep:
+            from django.db import connections
+
+            connections.close_all()
+            _admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+
+    small, large = runs[args.small]["pages"], runs[args.records]["pages"]
+    result = {
+        "records": args.records,
+        "small_records": args.small,
+        "requests": args.requests,
+        "funding_sources": SOURCES,
+        "people": PEOPLE,
+        "runs": {str(k): v for k, v in runs.items()},
+        "pages": {
+            name: {
+                "median_ms": large[name]["median_ms"],
+                "p95_ms": large[name]["p95_ms"],
+                "queries": large[name]["queries"],
+                "small_median_ms": small[name]["median_ms"],
+                "small_p95_ms": small[name]["p95_ms"],
+                "small_queries": small[name]["queries"],
+                "ratio": round(large[name]["median_ms"] / small[name]["median_ms"], 2),
+            }
+            for name in large
+        },
+    }
+    header = (
+        f"{'page':<28}{'median ms':>10}{'p95 ms':>9}{'queries':>9}"
+        f"{'10k median':>12}{'10k p95':>9}{'10k q':>7}{'ratio':>7}"
+    )
+    print(f"\n{args.records:,} records vs {args.small:,}, {args.requests} requests each")
+    print(header)
+    for name, p in result["pages"].items():
+        print(
+            f"{name:<28}{p['median_ms']:>10}{p['p95_ms']:>9}{p['queries']:>9}"
+            f"{p['small_median_ms']:>12}{p['small_p95_ms']:>9}{p['small_queries']:>7}"
+            f"{p['ratio']:>7}"
+        )
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"dashboard-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"\nwritten to {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
