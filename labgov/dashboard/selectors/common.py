@@ -84,37 +84,43 @@ def resources_shown(owner_q: Q):
     )
 
 
-def running_now(owner_q: Q) -> list[Resource]:
-    return list(
-        resources_shown(owner_q).filter(RUNNING_Q).order_by("-cost_per_hr_usd", "name", "pk")
-    )
-
-
-def idle_storage(owner_q: Q) -> list[Resource]:
-    """Storage that bills while nothing runs: stopped pods with a volume disk, and network
-    volumes that no running pod of the same account has mounted. Each gets its monthly cost
-    at Runpod's published prices (`storage_monthly_usd`) and since when it has been idle."""
-    mounted = Resource.objects.present().filter(
+def _mounted():
+    return Resource.objects.present().filter(
         account=OuterRef("account"),
         kind=ResourceKind.POD,
         status=PodStatus.RUNNING,
         network_volume_id=OuterRef("runpod_id"),
     )
-    resources = list(
-        resources_shown(owner_q)
-        .filter(
-            Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
-            | Q(Q(kind=ResourceKind.NETWORK_VOLUME) & ~Exists(mounted))
-        )
-        .order_by("kind", "name", "pk")
+
+
+# Storage that bills while nothing runs: stopped pods with a volume disk, and network volumes
+# that no running pod of the same account has mounted.
+def _idle_q() -> Q:
+    return Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0) | Q(
+        Q(kind=ResourceKind.NETWORK_VOLUME) & ~Exists(_mounted())
     )
-    for resource in resources:
+
+
+def running_and_idle(owner_q: Q) -> tuple[list[Resource], list[Resource]]:
+    """What runs now (highest $/hour first), and the storage billing while idle (highest
+    $/month first, each with `storage_monthly_usd` at Runpod's published prices and
+    `storage_gb`), read in one query."""
+    running, idle = [], []
+    for resource in resources_shown(owner_q).filter(RUNNING_Q | _idle_q()):
+        is_running = resource.kind == ResourceKind.CLUSTER or (
+            resource.kind == ResourceKind.POD and resource.status == PodStatus.RUNNING
+        )
+        if is_running:
+            running.append(resource)
+            continue
         resource.storage_monthly_usd = resource_storage_monthly_usd(resource)
         resource.storage_gb = (
             resource.volume_disk_gb if resource.kind == ResourceKind.POD else resource.size_gb
         )
-    resources.sort(key=lambda r: (-r.storage_monthly_usd, r.name))
-    return resources
+        idle.append(resource)
+    running.sort(key=lambda r: (-r.cost_per_hr_usd, r.name, r.pk))
+    idle.sort(key=lambda r: (-r.storage_monthly_usd, r.name, r.pk))
+    return running, idle
 
 
 def holder_of(resource: Resource) -> str:
@@ -250,13 +256,37 @@ def people_table(
 def by_holder_and_category(
     sums: dict[tuple, Decimal], holders: dict[int, str]
 ) -> dict[str, dict[str, Decimal]]:
-    """{(category, allocation_id): amount} → {holder name: {category: amount}}."""
+    """{(category, allocation_id, …): amount} → {holder name: {category: amount}}."""
     result: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(lambda: ZERO))
-    for (category, allocation_id), amount in sums.items():
+    for (category, allocation_id, *_), amount in sums.items():
         if allocation_id is None:
             continue
         result[holders.get(allocation_id, f"allocation {allocation_id}")][category] += amount
     return result
+
+
+# Group spend by these to get each allocation's holder with the sums, without a query more.
+HOLDER_KEYS = [
+    "allocation__project_name",
+    "allocation__user__username",
+    "allocation__user__first_name",
+    "allocation__user__last_name",
+]
+
+
+def holders_from_keys(sums: dict[tuple, Decimal]) -> dict[int, str]:
+    """Holder names, as Allocation.holder_name gives them, from (category, allocation_id,
+    *HOLDER_KEYS) sum keys."""
+    holders = {}
+    for _, allocation_id, project, username, first, last in sums:
+        if allocation_id is None or allocation_id in holders:
+            continue
+        if username is None:
+            holders[allocation_id] = project
+            continue
+        person = f"{first} {last}".strip() or username
+        holders[allocation_id] = f"{person} – {project}" if project else person
+    return holders
 
 
 def money(value: Decimal | None) -> Decimal | None:

@@ -20,10 +20,9 @@ from labgov.dashboard.selectors.common import (
     category_table,
     daily_sums,
     doughnut_chart,
-    idle_storage,
     money,
     people_table,
-    running_now,
+    running_and_idle,
     running_table,
     storage_table,
     top_with_rest,
@@ -85,8 +84,7 @@ def funding_dashboard(user, pk: int, params) -> FundingDashboard:
         by_category[category] = by_category.get(category, ZERO) + amount
     by_holder = by_holder_and_category(in_period, holders)
 
-    running = running_now(Q(current_allocation__funding_source=fs))
-    idle = idle_storage(Q(current_allocation__funding_source=fs))
+    running, idle = running_and_idle(Q(current_allocation__funding_source=fs))
     tables = {
         "allocations": allocations_table(allocations, allocation_burns, today),
         "categories": category_table(by_category),

@@ -45,12 +45,20 @@ def institution_dashboard(user, params) -> InstitutionDashboard:
         ["account_id", "funding_source_id", "month"],
         "amount_usd",
     )
-    sources = {
-        fs.pk: fs
-        for fs in FundingSource.objects.filter(institution_id__in=institutions).select_related(
-            "lab"
+    sources = list(
+        FundingSource.objects.filter(institution_id__in=institutions)
+        .values_list(
+            "pk",
+            "name",
+            "award_number",
+            "cost_center",
+            "lab_id",
+            "lab__name",
+            "start_date",
+            "end_date",
         )
-    }
+        .order_by("end_date", "name")
+    )
     accounts = dict(
         RunpodAccount.objects.filter(institution_id__in=institutions).values_list("pk", "name")
     )
@@ -69,20 +77,18 @@ def institution_dashboard(user, params) -> InstitutionDashboard:
     # Funding sources shown: those with spend in the range, and those running during it.
     range_end = add_months(period.last, 1) - dt.timedelta(days=1)
     shown = [
-        fs
-        for fs in sources.values()
-        if fs.pk in by_source or (fs.start_date <= range_end and fs.end_date >= period.first)
+        fs for fs in sources if fs[0] in by_source or (fs[6] <= range_end and fs[7] >= period.first)
     ]
     by_lab: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
     by_center: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
     lab_names = {}
-    for fs in shown:
-        lab_names[fs.lab_id] = fs.lab.name
-        center = fs.cost_center or NO_COST_CENTER
+    for pk, _, _, cost_center, lab_id, lab_name, _, _ in shown:
+        lab_names[lab_id] = lab_name
+        center = cost_center or NO_COST_CENTER
         by_center.setdefault(center, defaultdict(lambda: ZERO))
-        by_lab.setdefault(fs.lab_id, defaultdict(lambda: ZERO))
-        for month, amount in by_source.get(fs.pk, {}).items():
-            by_lab[fs.lab_id][month] += amount
+        by_lab.setdefault(lab_id, defaultdict(lambda: ZERO))
+        for month, amount in by_source.get(pk, {}).items():
+            by_lab[lab_id][month] += amount
             by_center[center][month] += amount
 
     unattributed_row = Row([UNATTRIBUTED, *unattributed_months], pinned=True)
@@ -105,8 +111,8 @@ def institution_dashboard(user, params) -> InstitutionDashboard:
                 Column("cost_center", "Cost center"),
             ],
             [
-                ([fs.name, fs.award_number, fs.lab.name, fs.cost_center], by_source.get(fs.pk, {}))
-                for fs in shown
+                ([name, award, lab_name, cost_center], by_source.get(pk, {}))
+                for pk, name, award, cost_center, _, lab_name, _, _ in shown
             ],
             months,
             extra_rows=[Row([UNATTRIBUTED, "", "", "", *unattributed_months], pinned=True)],

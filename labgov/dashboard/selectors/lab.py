@@ -16,6 +16,7 @@ from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
 from labgov.dashboard.selectors.common import (
     CATEGORY_LABELS,
+    HOLDER_KEYS,
     PALETTE,
     bar_chart,
     burn_sums,
@@ -24,16 +25,16 @@ from labgov.dashboard.selectors.common import (
     daily_sums,
     days,
     doughnut_chart,
-    idle_storage,
+    holders_from_keys,
     money,
     people_table,
-    running_now,
+    running_and_idle,
     running_table,
     storage_table,
     top_with_rest,
 )
 from labgov.dashboard.tables import DATE, MONEY, TEXT, Column, Row, Table
-from labgov.funding.models import Allocation, FundingSource
+from labgov.funding.models import FundingSource
 from labgov.usage.models import Category
 
 DEFAULT_DAYS = 30
@@ -72,22 +73,18 @@ def lab_dashboard(user, pk: int, params) -> LabDashboard:
     )
     burns = burn_sums(Q(lab=lab, funding_source__isnull=False), today, "funding_source_id")
     # The lab's rollups: attributed to its allocations, or unattributed on its own accounts.
-    in_period = daily_sums(Q(lab=lab), period.first, period.last, ["category", "allocation_id"])
+    in_period = daily_sums(
+        Q(lab=lab), period.first, period.last, ["category", "allocation_id", *HOLDER_KEYS]
+    )
     by_day = daily_sums(
         Q(lab=lab, allocation__isnull=False), period.first, period.last, ["day", "category"]
     )
-    holders = {
-        a.pk: a.holder_name
-        for a in Allocation.objects.filter(funding_source__lab=lab)
-        .select_related("user")
-        .only("project_name", "user__username", "user__first_name", "user__last_name")
-    }
-    running = running_now(Q(current_allocation__funding_source__lab=lab))
-    idle = idle_storage(Q(current_allocation__funding_source__lab=lab))
+    holders = holders_from_keys(in_period)
+    running, idle = running_and_idle(Q(current_allocation__funding_source__lab=lab))
 
     by_category: dict[str, Decimal] = {}
     unattributed = ZERO
-    for (category, allocation_id), amount in in_period.items():
+    for (category, allocation_id, *_), amount in in_period.items():
         if allocation_id is None:
             unattributed += amount
         else:
