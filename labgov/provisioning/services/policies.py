@@ -85,11 +85,11 @@ def policy_save(
     before = snapshot(policy, list(POLICY_FIELDS)) if policy else None
     if policy is None:
         policy = ProvisioningPolicy(institution=institution, lab=lab)
+    elif all(getattr(policy, name) == value for name, value in clean.items()):
+        return policy
     for name, value in clean.items():
         setattr(policy, name, value)
     after = snapshot(policy, list(POLICY_FIELDS))
-    if before == after:
-        return policy
     policy.updated_at = timezone.now()
     policy.updated_by = actor
     policy.save()

@@ -115,8 +115,6 @@ def request_save(
     unknown = set(values) - set(REQUEST_FIELDS)
     if unknown:
         raise TypeError(f"request_save got unknown fields {sorted(unknown)}")
-    if allocation.user_id != actor.pk:
-        raise DomainError("You can only request against your own allocations.", field="allocation")
     if req is None:
         req = ProvisioningRequest(requester=actor)
     else:
@@ -124,6 +122,8 @@ def request_save(
         if req.requester_id != actor.pk:
             raise DomainError("Only the requester can change a request.")
         _require(req, (S.DRAFT,), "be changed (only drafts can)")
+    if allocation.user_id != actor.pk:
+        raise DomainError("You can only request against your own allocations.", field="allocation")
     for name, value in values.items():
         setattr(req, name, value.strip() if isinstance(value, str) else value)
     if not req.title:
