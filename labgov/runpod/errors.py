@@ -51,11 +51,30 @@ class RunpodRequestInvalid(RunpodError):
 
 
 class RunpodUnavailable(RunpodError):
-    """No usable answer after the retries: network error, timeout, 5xx or 429."""
+    """No usable answer after the retries: network error, timeout, 5xx or 429.
+
+    `retry_after_s` is how long Runpod asked us to wait (a 429's Retry-After), when it said.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kwargs):
+        super().__init__(message, **kwargs)
+        self.retry_after_s = retry_after_s
 
     @property
     def transient(self) -> bool:
         return True
+
+
+class RunpodOutcomeUnknown(RunpodUnavailable):
+    """A request that must not be repeated blindly (creating a pod) got no clear answer.
+
+    Runpod may or may not have acted on it, so it is not `transient`: look for the resource
+    before trying again, or a second pod may be created and billed.
+    """
+
+    @property
+    def transient(self) -> bool:
+        return False
 
 
 class RunpodBadResponse(RunpodError):

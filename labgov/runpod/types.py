@@ -64,14 +64,19 @@ class Endpoint:
     id: str
     name: str
     template_id: str | None
+    # The v2 contract selects an endpoint's GPUs by serverless pool minus excluded types and
+    # carries no list of types, so the client leaves gpu_type_ids empty. Resolve pools to
+    # types through GpuType.pool.
     gpu_type_ids: list[str]
-    gpu_count: int
+    gpu_count: int  # per worker; 0 for CPU endpoints
     workers_min: int
     workers_max: int
     network_volume_ids: list[str]
     data_center_ids: list[str]
     env: dict[str, str]
     created_at: dt.datetime | None
+    gpu_pool_ids: list[str] = field(default_factory=list)
+    excluded_gpu_type_ids: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ class GpuType:
     community_available: bool
     max_count_secure: int
     max_count_community: int
+    pool: str | None = None  # serverless pool id (Endpoint.gpu_pool_ids), None if in none
 
 
 @dataclass(frozen=True, slots=True)
