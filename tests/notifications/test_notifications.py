@@ -124,6 +124,7 @@ def test_anonymous_goes_to_login(client, name):
 
 def test_list_query_count_is_flat(world, client_for, django_assert_num_queries):
     client = client_for(world.member)
+    _notify([world.member], key="first")
     # session, user, the role scope (nav), the page's count, the page
     with django_assert_num_queries(5):
         client.get(reverse("notifications:list"))
