@@ -36,7 +36,7 @@ def allocations_for_requester(user):
     """A person requests against their own allocations only."""
     return (
         Allocation.objects.filter(user=user)
-        .select_related("funding_source", "funding_source__lab")
+        .select_related("user", "funding_source", "funding_source__lab")
         .order_by("end_date", "pk")
     )
 
