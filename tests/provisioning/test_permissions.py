@@ -28,16 +28,29 @@ def _user(world, role):
 
 @pytest.fixture
 def objects(world, draft, submitted):
-    """One request in each state a page or action needs."""
-    failed = request_approve(actor=world.lab_admin, req=submitted())
-    provisioning_fail(request_id=failed.pk, message="402")
-    return {
-        "draft": draft(),
-        "submitted": submitted(),
-        "approved_cluster": request_approve(actor=world.lab_admin, req=submitted(**CLUSTER)),
+    """A request in the state a page or action needs, made only when asked for."""
+
+    def failed():
+        req = request_approve(actor=world.lab_admin, req=submitted())
+        return provisioning_fail(request_id=req.pk, message="402")
+
+    makers = {
+        "draft": draft,
+        "submitted": submitted,
+        "approved_cluster": lambda: request_approve(
+            actor=world.lab_admin, req=submitted(**CLUSTER)
+        ),
         "failed": failed,
-        "account": RunpodAccountFactory(institution=world.institution),
+        "account": lambda: RunpodAccountFactory(institution=world.institution),
     }
+    made = {}
+
+    def get(name):
+        if name not in made:
+            made[name] = makers[name]()
+        return made[name]
+
+    return get
 
 
 def _all(code, **overrides):
@@ -69,15 +82,15 @@ GET_PAGES = {
         _all(403, inst_admin=200, outsider=404),
     ),
     "detail": (
-        lambda w, o: reverse("provisioning:detail", args=[o["submitted"].pk]),
+        lambda w, o: reverse("provisioning:detail", args=[o("submitted").pk]),
         _all(200, other_member=404, outsider=404),
     ),
     "edit draft": (
-        lambda w, o: reverse("provisioning:edit", args=[o["draft"].pk]),
+        lambda w, o: reverse("provisioning:edit", args=[o("draft").pk]),
         _all(403, member=200, other_member=404, outsider=404),
     ),
     "mark provisioned": (
-        lambda w, o: reverse("provisioning:mark_provisioned", args=[o["approved_cluster"].pk]),
+        lambda w, o: reverse("provisioning:mark_provisioned", args=[o("approved_cluster").pk]),
         _all(403, inst_admin=200, lab_admin=200, other_member=404, outsider=404),
     ),
 }
@@ -126,38 +139,38 @@ POSTS = {
         _all(403, member=302),
     ),
     "edit draft": (
-        lambda w, o: reverse("provisioning:edit", args=[o["draft"].pk]),
+        lambda w, o: reverse("provisioning:edit", args=[o("draft").pk]),
         _new_data,
         _all(403, member=302, other_member=404, outsider=404),
     ),
     "submit": (
-        lambda w, o: reverse("provisioning:submit", args=[o["draft"].pk]),
+        lambda w, o: reverse("provisioning:submit", args=[o("draft").pk]),
         lambda w, o: {},
         _all(403, member=302, other_member=404, outsider=404),
     ),
     "approve": (
-        lambda w, o: reverse("provisioning:approve", args=[o["submitted"].pk]),
+        lambda w, o: reverse("provisioning:approve", args=[o("submitted").pk]),
         lambda w, o: {},
         _all(403, inst_admin=302, lab_admin=302, other_member=404, outsider=404),
     ),
     "deny": (
-        lambda w, o: reverse("provisioning:deny", args=[o["submitted"].pk]),
+        lambda w, o: reverse("provisioning:deny", args=[o("submitted").pk]),
         lambda w, o: {"reason": "Not now."},
         _all(403, inst_admin=302, lab_admin=302, other_member=404, outsider=404),
     ),
     "cancel": (
-        lambda w, o: reverse("provisioning:cancel", args=[o["submitted"].pk]),
+        lambda w, o: reverse("provisioning:cancel", args=[o("submitted").pk]),
         lambda w, o: {},
         _all(302, finance=403, other_member=404, outsider=404),
     ),
     "retry": (
-        lambda w, o: reverse("provisioning:retry", args=[o["failed"].pk]),
+        lambda w, o: reverse("provisioning:retry", args=[o("failed").pk]),
         lambda w, o: {},
         _all(302, finance=403, other_member=404, outsider=404),
     ),
     "mark provisioned": (
-        lambda w, o: reverse("provisioning:mark_provisioned", args=[o["approved_cluster"].pk]),
-        lambda w, o: {"account": o["account"].pk, "runpod_id": "cluster-1"},
+        lambda w, o: reverse("provisioning:mark_provisioned", args=[o("approved_cluster").pk]),
+        lambda w, o: {"account": o("account").pk, "runpod_id": "cluster-1"},
         _all(403, inst_admin=302, lab_admin=302, other_member=404, outsider=404),
     ),
     "lab policy": (
