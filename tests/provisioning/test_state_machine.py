@@ -358,3 +358,20 @@ def test_every_transition_is_audited_in_the_institution(submitted, world):
     deny = events.get(action="provisioning_request.deny")
     assert deny.before == {"state": "submitted"} and deny.after["state"] == "denied"
     assert deny.actor == world.lab_admin
+
+
+def test_expire_command(submitted, world):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    submitted()
+    out = StringIO()
+    with time_machine.travel(timezone.now() + dt.timedelta(days=30)):
+        call_command("expire_provisioning_requests", stdout=out)
+    assert "Expired 1 request(s)." in out.getvalue()
+
+
+def test_expire_task_is_scheduled(settings):
+    schedule = settings.CELERY_BEAT_SCHEDULE["provisioning-expire"]
+    assert schedule["task"] == "labgov.provisioning.tasks.expire_requests"
