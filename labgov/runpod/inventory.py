@@ -32,6 +32,18 @@ SYNCED_FIELDS = (
 )
 
 
+# Environment variables are kept for attribution rules, but values that look like secrets
+# (a Jupyter password, a Hugging Face token) are never stored.
+SECRET_MARKERS = ("PASS", "SECRET", "TOKEN", "KEY", "CREDENTIAL", "AUTH")
+
+
+def redacted_env(env: dict[str, str]) -> dict[str, str]:
+    return {
+        name: "[redacted]" if any(m in name.upper() for m in SECRET_MARKERS) else value
+        for name, value in env.items()
+    }
+
+
 def _pod_fields(pod: Pod) -> dict:
     return {
         "name": pod.name,
@@ -43,7 +55,7 @@ def _pod_fields(pod: Pod) -> dict:
         "data_center_id": pod.data_center_id or "",
         "template_id": pod.template_id or "",
         "image": pod.image or "",
-        "env": dict(pod.env),
+        "env": redacted_env(pod.env),
         "container_disk_gb": pod.container_disk_gb,
         "volume_disk_gb": pod.volume_disk_gb,
         "network_volume_id": pod.network_volume_id or "",
@@ -69,9 +81,9 @@ def _endpoint_fields(endpoint: Endpoint) -> dict:
         "name": endpoint.name,
         "status": "ACTIVE",
         "template_id": endpoint.template_id or "",
-        "gpu_type_id": ",".join(endpoint.gpu_type_ids),
+        "gpu_type_id": ",".join(endpoint.gpu_type_ids or endpoint.gpu_pool_ids),
         "gpu_count": endpoint.gpu_count,
-        "env": dict(endpoint.env),
+        "env": redacted_env(endpoint.env),
         "created_at_runpod": endpoint.created_at,
         "network_volume_id": ",".join(endpoint.network_volume_ids),
         "details": {

@@ -1,0 +1,27 @@
+"""A Runpod REST API v2 simulator: a real HTTP server over scenario data kept in the repo.
+
+    from labgov.runpod.simulator import SimulatorServer, load_scenario
+
+    with SimulatorServer(scenario=load_scenario("default"), api_key="sim-key") as sim:
+        sim.base_url, sim.state, sim.set_now(...), sim.advance(hours=3)
+        sim.inject_fault(path_prefix="/v2/billing/pods", kind="429", times=2, retry_after=1)
+
+`scenario.py` describes the scenario format, `billing.py` and `meters.py` how billing records
+are derived from histories, `server.py` the HTTP behaviour and the /_sim/ control routes.
+`python manage.py runpod_simulator` runs it on its own.
+"""
+
+from labgov.runpod.simulator.generate import generate_scenario
+from labgov.runpod.simulator.scenario import Scenario, load_scenario
+from labgov.runpod.simulator.server import FAULT_KINDS, Fault, SimulatorServer
+from labgov.runpod.simulator.state import SimState
+
+__all__ = [
+    "FAULT_KINDS",
+    "Fault",
+    "Scenario",
+    "SimState",
+    "SimulatorServer",
+    "generate_scenario",
+    "load_scenario",
+]

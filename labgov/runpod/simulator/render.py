@@ -1,0 +1,244 @@
+"""Resources as the API's JSON objects, and JSON text with exact decimal numbers."""
+
+import hashlib
+import json
+import os
+import re
+from decimal import Decimal
+from http import HTTPStatus
+from typing import Any
+
+from labgov.runpod.simulator.scenario import (
+    ClusterSpec,
+    EndpointSpec,
+    GpuTypeSpec,
+    PodSpec,
+    VolumeSpec,
+    iso,
+)
+
+# Which actions each status allows (and the pod's `actions` field lists).
+POD_ACTIONS = {
+    "RUNNING": ("stop", "restart", "terminate"),
+    "EXITED": ("start", "terminate"),
+    "ERROR": ("start", "terminate"),
+    "PROVISIONING": ("stop", "terminate"),
+    "STARTING": ("stop", "terminate"),
+    "TERMINATED": (),
+}
+BILLS_COMPUTE = frozenset({"PROVISIONING", "STARTING", "RUNNING"})  # `cost` is shown
+
+# Decimals go through json.dumps as marked strings, then lose their quotes: the number text
+# is exactly the Decimal's, never a float's. The mark is random so no name can forge it.
+_MARK = "~" + os.urandom(6).hex() + "~"
+_MARKED = re.compile('"' + re.escape(_MARK) + r"(-?[0-9]+(?:\.[0-9]+)?)" + re.escape(_MARK) + '"')
+
+
+def _encode_decimal(value: Any) -> str:
+    if isinstance(value, Decimal):
+        return f"{_MARK}{value:f}{_MARK}"
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def dumps(value: Any) -> bytes:
+    text = json.dumps(value, default=_encode_decimal, separators=(",", ":"), ensure_ascii=False)
+    return _MARKED.sub(r"\1", text).encode()
+
+
+def problem(status: int, detail: str, errors: list[str] | None = None) -> dict:
+    body: dict[str, Any] = {"title": HTTPStatus(status).phrase, "status": status, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def _noise(seed: str, low: int, high: int) -> int:
+    """A stable pseudo-random number for values that only need to look alive."""
+    digest = hashlib.blake2s(seed.encode(), digest_size=4).digest()
+    return low + int.from_bytes(digest) % (high - low + 1)
+
+
+def started_at(pod: PodSpec, now: int) -> int | None:
+    """When the pod's latest run began (kept while stopped); None if it never ran."""
+    started, previous = None, None
+    for when, status in pod.history:
+        if when > now:
+            break
+        if status == "STARTING" or (
+            status == "RUNNING" and previous not in ("STARTING", "RUNNING")
+        ):
+            started = when
+        previous = status
+    return started
+
+
+def pod_json(pod: PodSpec, status: str, now: int, cost_per_hr: Decimal) -> dict:
+    started = started_at(pod, now)
+    body: dict[str, Any] = {
+        "id": pod.id,
+        "name": pod.name,
+        "status": status,
+        "actions": [] if pod.cluster_id else list(POD_ACTIONS.get(status, ())),
+        "image": pod.image,
+        "args": pod.args,
+        "disk": pod.disk,
+        "env": dict(pod.env),
+        "ports": list(pod.ports),
+        "registry": None,
+        "mounts": _mounts(pod),
+        "cloud": pod.cloud,
+        "dataCenterId": pod.data_center_id,
+        "cudaVersion": "12.8" if pod.gpu_type_id else None,
+        "ssh": _ssh(pod, status),
+        "template": pod.template_id,
+        "cost": cost_per_hr if status in BILLS_COMPUTE else Decimal(0),
+        "locked": False,
+        "globalNetworking": {"enabled": False},
+        "runtime": _runtime(pod, now - started) if status == "RUNNING" and started else None,
+        "createdAt": iso(pod.created),
+        "startedAt": iso(started) if started is not None else None,
+    }
+    if pod.gpu_type_id:
+        body["gpu"] = {"id": pod.gpu_type_id, "count": pod.gpu_count}
+    else:
+        body["cpu"] = {"id": pod.cpu_id, "vcpuCount": pod.vcpu_count, "memory": pod.memory_gb}
+    if pod.cluster_id:
+        body["cluster"] = {
+            "id": pod.cluster_id,
+            "rank": pod.cluster_rank,
+            "ip": f"10.65.0.{(pod.cluster_rank or 0) + 2}",
+        }
+        if pod.cluster_role:
+            body["cluster"]["role"] = pod.cluster_role
+    return body
+
+
+def _mounts(pod: PodSpec) -> dict:
+    if pod.volume_gb:
+        return {"persistent": {"size": pod.volume_gb, "path": pod.volume_path}}
+    if pod.network_volume_id:
+        return {"network": [{"volumeId": pod.network_volume_id, "path": pod.network_path}]}
+    return {}
+
+
+def _ssh(pod: PodSpec, status: str) -> dict:
+    if status != "RUNNING":
+        return {"proxy": None, "direct": None}
+    user = f"{pod.id}-{_noise(pod.id, 0x10000000, 0xFFFFFFFF):08x}"
+    return {
+        "proxy": {
+            "host": "ssh.runpod.io",
+            "port": 22,
+            "username": user,
+            "command": f"ssh {user}@ssh.runpod.io -i ~/.ssh/id_ed25519",
+        },
+        "direct": None,
+    }
+
+
+def _runtime(pod: PodSpec, uptime: int) -> dict:
+    return {
+        "uptime": uptime,
+        "gpus": [
+            {"util": _noise(f"{pod.id}{i}", 35, 99), "memoryUtil": _noise(f"{pod.id}m{i}", 20, 95)}
+            for i in range(pod.gpu_count)
+        ],
+        "cpu": {"util": _noise(pod.id + "cpu", 5, 90)},
+        "memory": {"util": _noise(pod.id + "mem", 10, 80)},
+        "ports": [],
+    }
+
+
+def volume_json(volume: VolumeSpec) -> dict:
+    return {
+        "id": volume.id,
+        "name": volume.name,
+        "size": volume.size,
+        "dataCenter": volume.data_center_id,
+        "type": volume.type,
+    }
+
+
+def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> dict:
+    base = f"https://api.runpod.ai/v2/{endpoint.id}"
+    body: dict[str, Any] = {
+        "id": endpoint.id,
+        "name": endpoint.name,
+        "type": "QUEUE",
+        "requestUrls": {
+            "run": f"{base}/run",
+            "runSync": f"{base}/runsync",
+            "status": f"{base}/status",
+            "stream": f"{base}/stream",
+            "cancel": f"{base}/cancel",
+            "retry": f"{base}/retry",
+            "purgeQueue": f"{base}/purge-queue",
+            "health": f"{base}/health",
+        },
+        "image": endpoint.image,
+        "args": "",
+        "disk": endpoint.disk,
+        "env": dict(endpoint.env),
+        "ports": [],
+        "registry": None,
+        "workers": {"min": endpoint.workers_min, "max": endpoint.workers_max, "idleTimeout": 5},
+        "scaling": {"type": "QUEUE_DELAY", "queueDelay": 4},
+        "dataCenterIds": list(endpoint.data_center_ids),
+        "networkVolumes": list(endpoint.network_volume_ids),
+        "timeout": 600,
+        "flashboot": "FLASHBOOT",
+        "createdAt": iso(endpoint.created),
+    }
+    if endpoint.gpu_type_id:
+        gpu = catalog[endpoint.gpu_type_id]
+        body["gpu"] = {
+            "pools": [gpu.pool or gpu.id],
+            "count": endpoint.gpu_count,
+            "allowedCudaVersions": [],
+            "minCudaVersion": None,
+        }
+    else:
+        body["gpu"] = None
+        body["cpu"] = [
+            {"id": "cpu5c", "vcpuCount": endpoint.vcpu_count, "memory": 2 * endpoint.vcpu_count}
+        ]
+    return body
+
+
+def cluster_json(cluster: ClusterSpec, members: list[PodSpec], status: str) -> dict:
+    body: dict[str, Any] = {
+        "id": cluster.id,
+        "name": cluster.name,
+        "type": cluster.type,
+        "compute": {
+            "gpuTypeId": cluster.gpu_type_id,
+            "gpuCountPerPod": cluster.gpu_count_per_pod,
+            "podCount": cluster.pod_count,
+        },
+        "dataCenterId": cluster.data_center_id,
+        "pods": {"total": len(members), "byStatus": {status: len(members)}},
+        "network": {"cidr": "10.65.0.0/16"},
+        "createdAt": iso(cluster.created),
+    }
+    if cluster.template_id:
+        body["template"] = cluster.template_id
+    if members:
+        body["primary"] = {"podId": members[0].id, "status": status}
+    return body
+
+
+def gpu_type_json(gpu: GpuTypeSpec) -> dict:
+    price: dict[str, Decimal] = {"secure": gpu.price_secure, "community": gpu.price_community}
+    if gpu.price_serverless is not None:
+        price["serverless"] = gpu.price_serverless
+    return {
+        "id": gpu.id,
+        "name": gpu.name,
+        "pool": gpu.pool,
+        "manufacturer": gpu.manufacturer,
+        "memory": gpu.memory,
+        "secure": gpu.secure,
+        "community": gpu.community,
+        "price": price,
+        "maxCount": {"secure": gpu.max_count_secure, "community": gpu.max_count_community},
+    }

@@ -1,0 +1,112 @@
+"""Fixtures for the Runpod simulator tests: a running simulator and a client for it.
+
+Every simulator runs on the scenario's fixed `now` (2026-11-20T14:30:00Z for the default one),
+so nothing depends on the wall clock.
+"""
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+
+import httpx
+import pytest
+
+from labgov.runpod.simulator import SimulatorServer, generate_scenario, load_scenario
+
+UTC = dt.UTC
+NOW = dt.datetime(2026, 11, 20, 14, 30, tzinfo=UTC)  # the default scenario's now
+
+
+class Api:
+    """An httpx client for one simulator that reads JSON numbers as Decimal."""
+
+    def __init__(self, sim: SimulatorServer, key: str | None = None):
+        self.sim = sim
+        token = sim.api_key if key is None else key
+        self.http = httpx.Client(
+            base_url=sim.base_url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+
+    def get(self, path: str, **params) -> httpx.Response:
+        return self.http.get(path, params=params)
+
+    def json(self, path: str, **params) -> dict:
+        response = self.get(path, **params)
+        assert response.status_code == 200, response.text
+        return json.loads(response.text, parse_float=Decimal)
+
+    def post(self, path: str, body=None) -> httpx.Response:
+        return self.http.post(path, json=body)
+
+    def delete(self, path: str) -> httpx.Response:
+        return self.http.delete(path)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def decoded(response: httpx.Response) -> dict:
+    return json.loads(response.text, parse_float=Decimal)
+
+
+@pytest.fixture
+def sim() -> Iterator[SimulatorServer]:
+    with SimulatorServer(scenario=load_scenario("default")) as server:
+        yield server
+
+
+@pytest.fixture
+def api(sim) -> Iterator[Api]:
+    client = Api(sim)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def small_generated():
+    return generate_scenario(pods=40, volumes=15, endpoints=4, clusters=2, days=12, seed=7)
+
+
+# Fixtures for the sync tests: a connected account pointed at the simulator.
+
+SIM_KEY = "sim-key"  # the simulator's default key
+
+
+@pytest.fixture
+def at_sim_now(sim):
+    """Run the test at the simulator's clock, so windows computed from "now" agree."""
+    import time_machine
+
+    with time_machine.travel(sim.state.now, tick=True):
+        yield sim.state.now
+
+
+@pytest.fixture
+def sim_account(world, sim):
+    from labgov.runpod.services import account_connect
+
+    return account_connect(
+        actor=world.inst_admin, institution=world.institution, name="Sim", api_key=sim.api_key,
+        base_url=sim.base_url,
+    )
+
+
+@pytest.fixture
+def fast_clients(sim):
+    """A client factory that never really waits between retries."""
+    from labgov.runpod.client import RunpodClient
+
+    def factory(account):
+        return RunpodClient(
+            base_url=sim.base_url, api_key=sim.api_key, sleep=lambda seconds: None,
+            max_attempts=4, deadline_s=30,
+        )
+
+    return factory
+
+
+def hour(moment: dt.datetime) -> dt.datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)

@@ -1,0 +1,293 @@
+"""The sync, over real HTTP against the simulator, with the real client."""
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.db.models import Sum
+
+from labgov.funding.models import Allocation, LedgerEntry
+from labgov.runpod.client import RunpodClient
+from labgov.runpod.models import AccountBillingRecord, BillingRecord, Resource, ResourceKind, SyncRun
+from labgov.runpod.services import resource_assign, rule_create
+from labgov.runpod.sync import BILLING_KINDS, account_sync, lock_claim
+from labgov.runpod.types import BillingKind
+from tests.runpod.conftest import SIM_KEY, hour
+
+pytestmark = pytest.mark.usefixtures("at_sim_now")
+
+
+def _sync(account, clients, **kwargs) -> SyncRun:
+    return account_sync(account_id=account.pk, client_factory=clients, **kwargs)
+
+
+def _stored_total(account, **filters) -> Decimal:
+    return BillingRecord.objects.filter(account=account, **filters).aggregate(
+        t=Sum("total_usd")
+    )["t"] or Decimal(0)
+
+
+def _api_total(sim, start, end) -> Decimal:
+    with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
+        return sum(
+            (r.total_usd for kind in BILLING_KINDS for r in client.billing_records(kind, start=start, end=end)),
+            Decimal(0),
+        )
+
+
+def _runpod_account_total(sim, start, end) -> Decimal:
+    with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
+        return sum((r.total_usd for r in client.account_billing(start=start, end=end)), Decimal(0))
+
+
+def test_full_sync_stores_inventory_and_every_record_exactly(sim, sim_account, fast_clients):
+    run = _sync(sim_account, fast_clients)
+    assert run.status == SyncRun.Status.SUCCEEDED, run.error
+    assert run.finished_at and run.window_start and run.window_end
+    now = sim.state.now
+    assert run.window_start == hour(now) - dt.timedelta(days=30)
+
+    with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
+        pods = client.list_pods(include_cluster_pods=True)
+        volumes = client.list_network_volumes()
+    present_pods = Resource.objects.filter(account=sim_account, kind=ResourceKind.POD, gone_at__isnull=True)
+    assert set(present_pods.values_list("runpod_id", flat=True)) == {p.id for p in pods}
+    assert Resource.objects.filter(kind=ResourceKind.NETWORK_VOLUME, gone_at__isnull=True).count() == len(volumes)
+
+    api = _api_total(sim, run.window_start, now)
+    assert _stored_total(sim_account) == api  # exactly, to the last stored digit
+    runpod_total = _runpod_account_total(sim, run.window_start, now)
+    assert round(_stored_total(sim_account), 2) == round(runpod_total, 2)
+    stored_runpod = AccountBillingRecord.objects.filter(account=sim_account).aggregate(t=Sum("total_usd"))["t"]
+    assert stored_runpod == runpod_total
+    # A stopped pod's volume disk is billed while it is stopped: the sync must have it.
+    assert BillingRecord.objects.filter(kind=ResourceKind.POD, disk_usd__gt=0).exists()
+    # Attributed spend reached the ledger.
+    attributed = _stored_total(sim_account, allocation__isnull=False)
+    usage = LedgerEntry.objects.filter(kind="usage").aggregate(t=Sum("amount_usd"))["t"] or Decimal(0)
+    assert usage == attributed
+
+
+def test_resync_changes_nothing(sim, sim_account, fast_clients):
+    _sync(sim_account, fast_clients)
+    first = (_stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count())
+    run = _sync(sim_account, fast_clients)
+    assert run.status == SyncRun.Status.SUCCEEDED
+    assert (_stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count()) == first
+
+
+def test_second_sync_starts_at_complete_bucket_minus_overlap(sim, sim_account, fast_clients, settings):
+    _sync(sim_account, fast_clients)
+    sim_account.refresh_from_db()
+    assert sim_account.billing_complete_through == hour(sim.state.now)
+    sim.advance(hours=5)
+    with time_machine.travel(sim.state.now, tick=True):
+        run = _sync(sim_account, fast_clients)
+    assert run.window_start == hour(sim.state.now) - dt.timedelta(hours=5 + settings.LABGOV_SYNC_OVERLAP_HOURS)
+    start = BillingRecord.objects.order_by("bucket_start").first().bucket_start
+    assert _stored_total(sim_account) == _api_total(sim, start, sim.state.now)
+
+
+def test_the_growing_current_hour_is_updated_not_duplicated(sim, sim_account, fast_clients):
+    _sync(sim_account, fast_clients)
+    partial = BillingRecord.objects.filter(bucket_start=hour(sim.state.now)).count()
+    assert partial > 0
+    before = _stored_total(sim_account, bucket_start=hour(sim.state.now))
+    sim.advance(minutes=20)  # still the same hour, more of it billed
+    with time_machine.travel(sim.state.now, tick=True):
+        _sync(sim_account, fast_clients)
+    assert BillingRecord.objects.filter(bucket_start=hour(sim.state.now)).count() == partial
+    assert _stored_total(sim_account, bucket_start=hour(sim.state.now)) > before
+
+
+def test_explicit_window_from_the_command(sim, sim_account, fast_clients):
+    now = sim.state.now
+    start, end = hour(now) - dt.timedelta(days=3), hour(now) - dt.timedelta(days=1)
+    run = _sync(sim_account, fast_clients, start=start, end=end, trigger=SyncRun.Trigger.COMMAND)
+    assert run.status == SyncRun.Status.SUCCEEDED
+    assert BillingRecord.objects.filter(bucket_start__lt=start).count() == 0
+    assert BillingRecord.objects.filter(bucket_start__gte=end).count() == 0
+    assert _stored_total(sim_account) == _api_total(sim, start, end)
+
+
+def test_terminated_pod_keeps_its_history(sim, sim_account, fast_clients):
+    _sync(sim_account, fast_clients)
+    running = Resource.objects.filter(kind=ResourceKind.POD, status="RUNNING").first()
+    records_before = BillingRecord.objects.filter(resource=running).count()
+    assert records_before > 0
+    seen = Resource.objects.get(pk=running.pk).last_seen_at
+    with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
+        assert client.pod_action(running.runpod_id, "terminate") is None
+    sim.advance(hours=2)
+    with time_machine.travel(sim.state.now, tick=True):
+        run = _sync(sim_account, fast_clients)
+    assert run.status == SyncRun.Status.SUCCEEDED
+    running.refresh_from_db()
+    assert running.status == "TERMINATED"
+    assert running.gone_at == seen  # the last time it was seen
+    assert BillingRecord.objects.filter(resource=running).count() >= records_before
+
+
+def test_pod_terminated_before_the_first_sync_still_counts(sim, sim_account, fast_clients):
+    _sync(sim_account, fast_clients)
+    unseen = Resource.objects.filter(kind=ResourceKind.POD, status="UNSEEN")
+    assert unseen.exists(), "the scenario has a pod that only billing remembers"
+    assert BillingRecord.objects.filter(resource__in=unseen).exists()
+
+
+def test_busy_account_is_skipped(sim, sim_account, fast_clients):
+    from django.utils import timezone
+
+    assert lock_claim(sim_account.pk, timezone.now()) is not None
+    run = _sync(sim_account, fast_clients)
+    assert run.status == SyncRun.Status.SKIPPED
+    assert not BillingRecord.objects.exists()
+
+
+def test_expired_lock_is_taken_over(sim, sim_account, fast_clients, settings):
+    from django.utils import timezone
+
+    lock_claim(sim_account.pk, timezone.now() - dt.timedelta(seconds=settings.LABGOV_SYNC_LOCK_SECONDS + 1))
+    assert _sync(sim_account, fast_clients).status == SyncRun.Status.SUCCEEDED
+
+
+@pytest.mark.parametrize("kind", ["429", "500", "503", "truncate", "malformed", "disconnect"])
+def test_transient_faults_are_retried_to_success(sim, sim_account, fast_clients, kind):
+    sim.inject_fault(path_prefix="/v2/billing/pods", kind=kind, times=2, retry_after=0)
+    sim.inject_fault(path_prefix="/v2/pods", kind=kind, times=1, retry_after=0)
+    run = _sync(sim_account, fast_clients)
+    assert run.status == SyncRun.Status.SUCCEEDED, run.error
+    assert _stored_total(sim_account) == _api_total(sim, run.window_start, sim.state.now)
+
+
+def test_slow_answer_times_out_and_is_retried(sim, sim_account):
+    sim.inject_fault(path_prefix="/v2/network-volumes", kind="slow", delay=2, times=1)
+
+    def clients(account):
+        import httpx
+
+        return RunpodClient(
+            base_url=sim.base_url, api_key=SIM_KEY, sleep=lambda s: None,
+            timeout=httpx.Timeout(0.5, connect=0.5),
+        )
+
+    run = _sync(sim_account, clients)
+    assert run.status == SyncRun.Status.SUCCEEDED, run.error
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "words"),
+    [
+        ("/v2/billing/clusters", "500", "Runpod"),
+        ("/v2/pods", "503", "Runpod"),
+        ("/v2/billing/pods", "malformed", ""),
+    ],
+)
+def test_persistent_fault_fails_cleanly_and_keeps_earlier_data(sim, sim_account, fast_clients, path, kind, words):
+    assert _sync(sim_account, fast_clients).status == SyncRun.Status.SUCCEEDED
+    before = (
+        _stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count(),
+        list(Resource.objects.order_by("pk").values_list("pk", "status", "gone_at")),
+    )
+    sim.advance(hours=3)
+    sim.inject_fault(path_prefix=path, kind=kind, times=1000, retry_after=0)
+    with time_machine.travel(sim.state.now, tick=True):
+        run = _sync(sim_account, fast_clients)
+    assert run.status == SyncRun.Status.FAILED
+    assert run.error and words in run.error
+    assert run.finished_at is not None
+    if path.startswith("/v2/billing/clusters"):
+        # Fetched before anything was written: nothing changed at all.
+        assert (
+            _stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count(),
+        ) == before[:3]
+    sim_account.refresh_from_db()
+    assert sim_account.sync_locked_until is None  # the lock is released
+    # A later sync without the fault completes the job.
+    sim.clear_faults()
+    with time_machine.travel(sim.state.now, tick=True):
+        assert _sync(sim_account, fast_clients).status == SyncRun.Status.SUCCEEDED
+
+
+def test_bad_key_fails_in_words(sim, world, fast_clients):
+    from labgov.runpod.services import account_connect
+
+    account = account_connect(
+        actor=world.inst_admin, institution=world.institution, name="Wrong", api_key="wrong-key-123",
+        base_url=sim.base_url,
+    )
+    run = account_sync(account_id=account.pk)  # the real client, built from the stored key
+    assert run.status == SyncRun.Status.FAILED
+    assert "401" in run.error or "key" in run.error.lower()
+
+
+def test_attribution_by_rules_and_by_hand(sim, world, sim_account, fast_clients):
+    second = Allocation.objects.create(
+        funding_source=world.funding_source, user=world.lab_admin, cap_usd=Decimal("100"),
+        start_date=world.funding_source.start_date, end_date=world.funding_source.end_date,
+    )
+    rule_create(actor=world.lab_admin, account=sim_account, kind="name_prefix", pattern="vision-",
+                allocation=world.allocation)
+    rule_create(actor=world.lab_admin, account=sim_account, kind="template", pattern="nf-dl101-2026f",
+                allocation=second)
+    _sync(sim_account, fast_clients)
+    vision = Resource.objects.filter(name__startswith="vision-", kind=ResourceKind.POD)
+    assert vision.exists()
+    for resource in vision:
+        # LABGOV_ALLOCATION names allocation ids of the demo, absent here, so the prefix decides.
+        assert resource.current_allocation_id == world.allocation.pk, resource.name
+    course = Resource.objects.get(name="dl101-lab4-tara")
+    assert course.current_allocation == second
+    assert _stored_total(sim_account, resource=course) == _stored_total(sim_account, resource=course, allocation=second)
+
+    stray = Resource.objects.filter(kind=ResourceKind.POD, current_allocation__isnull=True, gone_at__isnull=True).first()
+    assert stray is not None
+    stray_total = _stored_total(sim_account, resource=stray)
+    spent_before = Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd
+    resource_assign(actor=world.lab_admin, resource=stray, allocation=world.allocation)
+    spent_after = Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd
+    assert spent_after - spent_before == stray_total
+
+
+def test_env_variable_attribution_from_a_created_pod(sim, world, sim_account, fast_clients):
+    with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
+        pod = client.create_pod(
+            {
+                "name": "adhoc-run",
+                "image": "pytorch/pytorch:2.8.0",
+                "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+                "cloud": "COMMUNITY",
+                "env": {"LABGOV_ALLOCATION": str(world.allocation.pk)},
+            }
+        )
+    sim.advance(hours=3)
+    with time_machine.travel(sim.state.now, tick=True):
+        _sync(sim_account, fast_clients)
+    resource = Resource.objects.get(runpod_id=pod.id)
+    assert resource.current_allocation == world.allocation
+    assert _stored_total(sim_account, resource=resource) > 0
+    assert _stored_total(sim_account, resource=resource, allocation__isnull=True) == 0
+
+
+def test_reassignment_does_not_change_past_spend(sim, world, sim_account, fast_clients):
+    _sync(sim_account, fast_clients)
+    pod = Resource.objects.filter(kind=ResourceKind.POD, status="RUNNING", current_allocation__isnull=True).first()
+    resource_assign(actor=world.lab_admin, resource=pod, allocation=world.allocation)
+    past = _stored_total(sim_account, resource=pod)
+    other = Allocation.objects.create(
+        funding_source=world.funding_source, user=world.lab_admin, cap_usd=Decimal("100"),
+        start_date=world.funding_source.start_date, end_date=world.funding_source.end_date,
+    )
+    resource_assign(actor=world.lab_admin, resource=pod, allocation=other, starts_at=sim.state.now)
+    assert _stored_total(sim_account, resource=pod, allocation=world.allocation) == past - _stored_total(
+        sim_account, resource=pod, bucket_start__gte=sim.state.now
+    )
+    sim.advance(hours=4)
+    with time_machine.travel(sim.state.now, tick=True):
+        _sync(sim_account, fast_clients)
+    # Past hours stay with the first allocation; new hours go to the second.
+    assert _stored_total(sim_account, resource=pod, allocation=world.allocation, bucket_start__lt=hour(sim.state.now) - dt.timedelta(hours=4)) > 0
+    assert _stored_total(sim_account, resource=pod, allocation=other) > 0
+    ledger = LedgerEntry.objects.filter(kind="usage", allocation=other).aggregate(t=Sum("amount_usd"))["t"]
+    assert ledger == _stored_total(sim_account, allocation=other)
