@@ -89,7 +89,10 @@ def sim_account(world, sim):
     from labgov.runpod.services import account_connect
 
     return account_connect(
-        actor=world.inst_admin, institution=world.institution, name="Sim", api_key=sim.api_key,
+        actor=world.inst_admin,
+        institution=world.institution,
+        name="Sim",
+        api_key=sim.api_key,
         base_url=sim.base_url,
     )
 
@@ -101,8 +104,11 @@ def fast_clients(sim):
 
     def factory(account):
         return RunpodClient(
-            base_url=sim.base_url, api_key=sim.api_key, sleep=lambda seconds: None,
-            max_attempts=4, deadline_s=30,
+            base_url=sim.base_url,
+            api_key=sim.api_key,
+            sleep=lambda seconds: None,
+            max_attempts=4,
+            deadline_s=30,
         )
 
     return factory

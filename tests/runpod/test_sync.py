@@ -9,7 +9,13 @@ from django.db.models import Sum
 
 from labgov.funding.models import Allocation, LedgerEntry
 from labgov.runpod.client import RunpodClient
-from labgov.runpod.models import AccountBillingRecord, BillingRecord, Resource, ResourceKind, SyncRun
+from labgov.runpod.models import (
+    AccountBillingRecord,
+    BillingRecord,
+    Resource,
+    ResourceKind,
+    SyncRun,
+)
 from labgov.runpod.services import resource_assign, rule_create
 from labgov.runpod.sync import BILLING_KINDS, account_sync, lock_claim
 from labgov.runpod.types import BillingKind
@@ -23,15 +29,19 @@ def _sync(account, clients, **kwargs) -> SyncRun:
 
 
 def _stored_total(account, **filters) -> Decimal:
-    return BillingRecord.objects.filter(account=account, **filters).aggregate(
-        t=Sum("total_usd")
-    )["t"] or Decimal(0)
+    return BillingRecord.objects.filter(account=account, **filters).aggregate(t=Sum("total_usd"))[
+        "t"
+    ] or Decimal(0)
 
 
 def _api_total(sim, start, end) -> Decimal:
     with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
         return sum(
-            (r.total_usd for kind in BILLING_KINDS for r in client.billing_records(kind, start=start, end=end)),
+            (
+                r.total_usd
+                for kind in BILLING_KINDS
+                for r in client.billing_records(kind, start=start, end=end)
+            ),
             Decimal(0),
         )
 
@@ -51,21 +61,29 @@ def test_full_sync_stores_inventory_and_every_record_exactly(sim, sim_account, f
     with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
         pods = client.list_pods(include_cluster_pods=True)
         volumes = client.list_network_volumes()
-    present_pods = Resource.objects.filter(account=sim_account, kind=ResourceKind.POD, gone_at__isnull=True)
+    present_pods = Resource.objects.filter(
+        account=sim_account, kind=ResourceKind.POD, gone_at__isnull=True
+    )
     assert set(present_pods.values_list("runpod_id", flat=True)) == {p.id for p in pods}
-    assert Resource.objects.filter(kind=ResourceKind.NETWORK_VOLUME, gone_at__isnull=True).count() == len(volumes)
+    assert Resource.objects.filter(
+        kind=ResourceKind.NETWORK_VOLUME, gone_at__isnull=True
+    ).count() == len(volumes)
 
     api = _api_total(sim, run.window_start, now)
     assert _stored_total(sim_account) == api  # exactly, to the last stored digit
     runpod_total = _runpod_account_total(sim, run.window_start, now)
     assert round(_stored_total(sim_account), 2) == round(runpod_total, 2)
-    stored_runpod = AccountBillingRecord.objects.filter(account=sim_account).aggregate(t=Sum("total_usd"))["t"]
+    stored_runpod = AccountBillingRecord.objects.filter(account=sim_account).aggregate(
+        t=Sum("total_usd")
+    )["t"]
     assert stored_runpod == runpod_total
     # A stopped pod's volume disk is billed while it is stopped: the sync must have it.
     assert BillingRecord.objects.filter(kind=ResourceKind.POD, disk_usd__gt=0).exists()
     # Attributed spend reached the ledger.
     attributed = _stored_total(sim_account, allocation__isnull=False)
-    usage = LedgerEntry.objects.filter(kind="usage").aggregate(t=Sum("amount_usd"))["t"] or Decimal(0)
+    usage = LedgerEntry.objects.filter(kind="usage").aggregate(t=Sum("amount_usd"))["t"] or Decimal(
+        0
+    )
     assert usage == attributed
 
 
@@ -74,17 +92,25 @@ def test_resync_changes_nothing(sim, sim_account, fast_clients):
     first = (_stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count())
     run = _sync(sim_account, fast_clients)
     assert run.status == SyncRun.Status.SUCCEEDED
-    assert (_stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count()) == first
+    assert (
+        _stored_total(sim_account),
+        BillingRecord.objects.count(),
+        LedgerEntry.objects.count(),
+    ) == first
 
 
-def test_second_sync_starts_at_complete_bucket_minus_overlap(sim, sim_account, fast_clients, settings):
+def test_second_sync_starts_at_complete_bucket_minus_overlap(
+    sim, sim_account, fast_clients, settings
+):
     _sync(sim_account, fast_clients)
     sim_account.refresh_from_db()
     assert sim_account.billing_complete_through == hour(sim.state.now)
     sim.advance(hours=5)
     with time_machine.travel(sim.state.now, tick=True):
         run = _sync(sim_account, fast_clients)
-    assert run.window_start == hour(sim.state.now) - dt.timedelta(hours=5 + settings.LABGOV_SYNC_OVERLAP_HOURS)
+    assert run.window_start == hour(sim.state.now) - dt.timedelta(
+        hours=5 + settings.LABGOV_SYNC_OVERLAP_HOURS
+    )
     start = BillingRecord.objects.order_by("bucket_start").first().bucket_start
     assert _stored_total(sim_account) == _api_total(sim, start, sim.state.now)
 
@@ -148,7 +174,9 @@ def test_busy_account_is_skipped(sim, sim_account, fast_clients):
 def test_expired_lock_is_taken_over(sim, sim_account, fast_clients, settings):
     from django.utils import timezone
 
-    lock_claim(sim_account.pk, timezone.now() - dt.timedelta(seconds=settings.LABGOV_SYNC_LOCK_SECONDS + 1))
+    lock_claim(
+        sim_account.pk, timezone.now() - dt.timedelta(seconds=settings.LABGOV_SYNC_LOCK_SECONDS + 1)
+    )
     assert _sync(sim_account, fast_clients).status == SyncRun.Status.SUCCEEDED
 
 
@@ -168,7 +196,9 @@ def test_slow_answer_times_out_and_is_retried(sim, sim_account):
         import httpx
 
         return RunpodClient(
-            base_url=sim.base_url, api_key=SIM_KEY, sleep=lambda s: None,
+            base_url=sim.base_url,
+            api_key=SIM_KEY,
+            sleep=lambda s: None,
             timeout=httpx.Timeout(0.5, connect=0.5),
         )
 
@@ -184,10 +214,14 @@ def test_slow_answer_times_out_and_is_retried(sim, sim_account):
         ("/v2/billing/pods", "malformed", ""),
     ],
 )
-def test_persistent_fault_fails_cleanly_and_keeps_earlier_data(sim, sim_account, fast_clients, path, kind, words):
+def test_persistent_fault_fails_cleanly_and_keeps_earlier_data(
+    sim, sim_account, fast_clients, path, kind, words
+):
     assert _sync(sim_account, fast_clients).status == SyncRun.Status.SUCCEEDED
     before = (
-        _stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count(),
+        _stored_total(sim_account),
+        BillingRecord.objects.count(),
+        LedgerEntry.objects.count(),
         list(Resource.objects.order_by("pk").values_list("pk", "status", "gone_at")),
     )
     sim.advance(hours=3)
@@ -200,7 +234,9 @@ def test_persistent_fault_fails_cleanly_and_keeps_earlier_data(sim, sim_account,
     if path.startswith("/v2/billing/clusters"):
         # Fetched before anything was written: nothing changed at all.
         assert (
-            _stored_total(sim_account), BillingRecord.objects.count(), LedgerEntry.objects.count(),
+            _stored_total(sim_account),
+            BillingRecord.objects.count(),
+            LedgerEntry.objects.count(),
         ) == before[:3]
     sim_account.refresh_from_db()
     assert sim_account.sync_locked_until is None  # the lock is released
@@ -214,7 +250,10 @@ def test_bad_key_fails_in_words(sim, world, fast_clients):
     from labgov.runpod.services import account_connect
 
     account = account_connect(
-        actor=world.inst_admin, institution=world.institution, name="Wrong", api_key="wrong-key-123",
+        actor=world.inst_admin,
+        institution=world.institution,
+        name="Wrong",
+        api_key="wrong-key-123",
         base_url=sim.base_url,
     )
     run = account_sync(account_id=account.pk)  # the real client, built from the stored key
@@ -224,13 +263,26 @@ def test_bad_key_fails_in_words(sim, world, fast_clients):
 
 def test_attribution_by_rules_and_by_hand(sim, world, sim_account, fast_clients):
     second = Allocation.objects.create(
-        funding_source=world.funding_source, user=world.lab_admin, cap_usd=Decimal("100"),
-        start_date=world.funding_source.start_date, end_date=world.funding_source.end_date,
+        funding_source=world.funding_source,
+        user=world.lab_admin,
+        cap_usd=Decimal("100"),
+        start_date=world.funding_source.start_date,
+        end_date=world.funding_source.end_date,
     )
-    rule_create(actor=world.lab_admin, account=sim_account, kind="name_prefix", pattern="vision-",
-                allocation=world.allocation)
-    rule_create(actor=world.lab_admin, account=sim_account, kind="template", pattern="nf-dl101-2026f",
-                allocation=second)
+    rule_create(
+        actor=world.lab_admin,
+        account=sim_account,
+        kind="name_prefix",
+        pattern="vision-",
+        allocation=world.allocation,
+    )
+    rule_create(
+        actor=world.lab_admin,
+        account=sim_account,
+        kind="template",
+        pattern="nf-dl101-2026f",
+        allocation=second,
+    )
     _sync(sim_account, fast_clients)
     vision = Resource.objects.filter(name__startswith="vision-", kind=ResourceKind.POD)
     assert vision.exists()
@@ -239,9 +291,13 @@ def test_attribution_by_rules_and_by_hand(sim, world, sim_account, fast_clients)
         assert resource.current_allocation_id == world.allocation.pk, resource.name
     course = Resource.objects.get(name="dl101-lab4-tara")
     assert course.current_allocation == second
-    assert _stored_total(sim_account, resource=course) == _stored_total(sim_account, resource=course, allocation=second)
+    assert _stored_total(sim_account, resource=course) == _stored_total(
+        sim_account, resource=course, allocation=second
+    )
 
-    stray = Resource.objects.filter(kind=ResourceKind.POD, current_allocation__isnull=True, gone_at__isnull=True).first()
+    stray = Resource.objects.filter(
+        kind=ResourceKind.POD, current_allocation__isnull=True, gone_at__isnull=True
+    ).first()
     assert stray is not None
     stray_total = _stored_total(sim_account, resource=stray)
     spent_before = Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd
@@ -272,22 +328,37 @@ def test_env_variable_attribution_from_a_created_pod(sim, world, sim_account, fa
 
 def test_reassignment_does_not_change_past_spend(sim, world, sim_account, fast_clients):
     _sync(sim_account, fast_clients)
-    pod = Resource.objects.filter(kind=ResourceKind.POD, status="RUNNING", current_allocation__isnull=True).first()
+    pod = Resource.objects.filter(
+        kind=ResourceKind.POD, status="RUNNING", current_allocation__isnull=True
+    ).first()
     resource_assign(actor=world.lab_admin, resource=pod, allocation=world.allocation)
     past = _stored_total(sim_account, resource=pod)
     other = Allocation.objects.create(
-        funding_source=world.funding_source, user=world.lab_admin, cap_usd=Decimal("100"),
-        start_date=world.funding_source.start_date, end_date=world.funding_source.end_date,
+        funding_source=world.funding_source,
+        user=world.lab_admin,
+        cap_usd=Decimal("100"),
+        start_date=world.funding_source.start_date,
+        end_date=world.funding_source.end_date,
     )
     resource_assign(actor=world.lab_admin, resource=pod, allocation=other, starts_at=sim.state.now)
-    assert _stored_total(sim_account, resource=pod, allocation=world.allocation) == past - _stored_total(
-        sim_account, resource=pod, bucket_start__gte=sim.state.now
-    )
+    assert _stored_total(
+        sim_account, resource=pod, allocation=world.allocation
+    ) == past - _stored_total(sim_account, resource=pod, bucket_start__gte=sim.state.now)
     sim.advance(hours=4)
     with time_machine.travel(sim.state.now, tick=True):
         _sync(sim_account, fast_clients)
     # Past hours stay with the first allocation; new hours go to the second.
-    assert _stored_total(sim_account, resource=pod, allocation=world.allocation, bucket_start__lt=hour(sim.state.now) - dt.timedelta(hours=4)) > 0
+    assert (
+        _stored_total(
+            sim_account,
+            resource=pod,
+            allocation=world.allocation,
+            bucket_start__lt=hour(sim.state.now) - dt.timedelta(hours=4),
+        )
+        > 0
+    )
     assert _stored_total(sim_account, resource=pod, allocation=other) > 0
-    ledger = LedgerEntry.objects.filter(kind="usage", allocation=other).aggregate(t=Sum("amount_usd"))["t"]
+    ledger = LedgerEntry.objects.filter(kind="usage", allocation=other).aggregate(
+        t=Sum("amount_usd")
+    )["t"]
     assert ledger == _stored_total(sim_account, allocation=other)
