@@ -2,6 +2,7 @@
 created and attributed, a 402, a timeout after which Runpod did create the pod, a dropped
 connection, and retries that never create a second pod."""
 
+import datetime as dt
 import time
 from decimal import Decimal as D
 
@@ -151,7 +152,12 @@ def test_after_a_sync_the_pods_spend_is_the_requests_actual(world, approved, sim
 
     req = provisioning_run(request_id=approved().pk, client_factory=quick())
     sim.advance(hours=3)
-    run = account_sync(account_id=account.pk, end=sim.state.now, client_factory=quick(30))
+    run = account_sync(
+        account_id=account.pk,
+        start=req.spend_counted_from - dt.timedelta(hours=1),
+        end=sim.state.now,
+        client_factory=quick(30),
+    )
     assert run.status == "succeeded", run.error
     actual = actual_usd_by_request([req.pk]).get(req.pk, 0)
     assert actual > 0
