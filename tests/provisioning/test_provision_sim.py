@@ -166,3 +166,33 @@ def test_after_a_sync_the_pods_spend_is_the_requests_actual(world, approved, sim
     figures = Allocation.objects.with_figures().get(pk=world.allocation.pk)
     assert figures.spent_usd == actual
     assert figures.committed_usd + figures.spent_usd == req.estimate_total_usd
+
+
+def test_network_volume_is_created_mounted_and_not_duplicated(world, approved, sim, account):
+    req = approved(network_volume_gb=200, data_center_id="US-KS-2", storage_kept_days=D(30))
+    sim.inject_fault(path_prefix="/v2/pods", kind="disconnect", method="POST")
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.FAILED
+    volumes = [v for v in sim.state.list_volumes() if v["name"] == f"{req.marker}volume"]
+    assert len(volumes) == 1 and volumes[0]["size"] == 200
+    provisioning_retry(actor=world.member, req=req)
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.PROVISIONED
+    volumes = [v for v in sim.state.list_volumes() if v["name"] == f"{req.marker}volume"]
+    assert len(volumes) == 1  # the retry found it
+    (pod,) = _ours(sim, req)
+    assert pod["mounts"] == {"network": [{"volumeId": volumes[0]["id"], "path": "/workspace"}]}
+    kinds = {r.kind: r for r in req.resources.all()}
+    assert set(kinds) == {"pod", "network_volume"}
+    assert kinds["network_volume"].current_allocation == world.allocation
+
+
+def test_client_creates_a_network_volume(sim):
+    with RunpodClient(base_url=sim.base_url, api_key=KEY) as client:
+        volume = client.create_network_volume({"name": "v", "size": 20, "dataCenter": "EU-RO-1"})
+        assert volume.size_gb == 20 and volume.data_center_id == "EU-RO-1"
+        assert volume.id in {v.id for v in client.list_network_volumes()}
+        from labgov.runpod.errors import RunpodRequestInvalid
+
+        with pytest.raises(RunpodRequestInvalid):
+            client.create_network_volume({"name": "v", "size": 5, "dataCenter": "EU-RO-1"})
