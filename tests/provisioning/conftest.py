@@ -74,3 +74,37 @@ def submitted(draft, world):
         return request_submit(actor=req.requester, req=req)
 
     return make
+
+
+APPEND_ONLY_TABLES = ("audit_auditevent", "funding_ledgerentry")
+
+
+class _Editor:
+    def __init__(self, connection):
+        self.connection = connection
+
+    def execute(self, sql):
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql)
+
+
+@pytest.fixture
+def flushable_append_only(transactional_db):
+    """Let a transactional test's database be flushed on SQLite, whose flush deletes rows one
+    by one, which the append-only triggers refuse (PostgreSQL truncates, which they allow):
+    empty those tables with their triggers off, then put the triggers back."""
+    yield
+    from django.db import connection
+
+    from labgov.core.append_only import append_only_trigger_operations
+
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        for table in APPEND_ONLY_TABLES:
+            for op in ("update", "delete"):
+                cursor.execute(f"DROP TRIGGER IF EXISTS {table}_no_{op}")
+            cursor.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
+    for table in APPEND_ONLY_TABLES:
+        for operation in append_only_trigger_operations(table):
+            operation.code(None, _Editor(connection))
