@@ -41,6 +41,7 @@ def browser(monkeypatch):
 
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
@@ -50,6 +51,9 @@ def browser(monkeypatch):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         yield browser
         browser.close()
+        # ORM calls made while Playwright's loop runs get their own connection; close it, or
+        # it outlives the test database.
+        connections.close_all()
 
 
 @pytest.fixture
