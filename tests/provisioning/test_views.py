@@ -209,26 +209,47 @@ def _count(client, url, data=None):
 PAGES = {
     # page: (role, url builder, pinned count)
     # allocations exist?, count, page
-    "list": ("member", lambda w, r: reverse("provisioning:list"), 6),
+    "list": ("member", lambda w, r, d: reverse("provisioning:list"), 6),
     # count, page, the managed labs for the filter
-    "review": ("lab_admin", lambda w, r: reverse("provisioning:review"), 6),
+    "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 6),
     # request, actual spend, allocation figures, policy, GPU, resources, history
-    "detail": ("member", lambda w, r: reverse("provisioning:detail", args=[r.pk]), 10),
+    "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 10),
     # allocations exist?, GPU catalog, allocation choices (twice: Django's required select
     # reads its first option again)
-    "new": ("member", lambda w, r: reverse("provisioning:new"), 7),
-    "policies": ("inst_admin", lambda w, r: reverse("provisioning:policies"), 7),
+    "new": ("member", lambda w, r, d: reverse("provisioning:new"), 7),
+    "policies": ("inst_admin", lambda w, r, d: reverse("provisioning:policies"), 7),
+    # lab, the institution's policies (own, default), GPU catalog
+    "lab policy": (
+        "lab_admin",
+        lambda w, r, d: reverse("provisioning:policy_lab", args=[w.lab.pk]),
+        7,
+    ),
+    # institution, its default policy, GPU catalog, (roles again for the membership check)
+    "default policy": (
+        "inst_admin",
+        lambda w, r, d: reverse("provisioning:policy_default", args=[w.institution.pk]),
+        7,
+    ),
+    # request, allocations, GPU catalog, allocation choices (twice)
+    "edit": ("member", lambda w, r, d: reverse("provisioning:edit", args=[d.pk]), 7),
+    # request, the lab's Runpod accounts (twice: the required select reads its first option)
+    "mark provisioned": (
+        "lab_admin",
+        lambda w, r, d: reverse("provisioning:mark_provisioned", args=[r.pk]),
+        6,
+    ),
 }
 
 
 @pytest.mark.parametrize("page", list(PAGES))
 def test_query_count_is_pinned_and_flat(world, draft, submitted, client_for, page):
     role, url_for, pinned = PAGES[page]
-    req = submitted()
+    req = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+    drafted = draft()
     client = client_for(getattr(world, role))
-    small = _count(client, url_for(world, req))
+    small = _count(client, url_for(world, req, drafted))
     _grow(world, draft, submitted, 8)
-    large = _count(client, url_for(world, req))
+    large = _count(client, url_for(world, req, drafted))
     assert (small, large) == (pinned, pinned)
 
 
