@@ -218,13 +218,14 @@ PAGES = {
     # reads its first option again)
     "new": ("member", lambda w, r, d: reverse("provisioning:new"), 7),
     "policies": ("inst_admin", lambda w, r, d: reverse("provisioning:policies"), 7),
-    # lab, the institution's policies (own, default), GPU catalog
+    # lab, its own policy, the institution's default, GPU catalog
     "lab policy": (
         "lab_admin",
         lambda w, r, d: reverse("provisioning:policy_lab", args=[w.lab.pk]),
         7,
     ),
-    # institution, its default policy, GPU catalog, (roles again for the membership check)
+    # institution (through the memberships), the institution's labs (scope of an institution
+    # admin), its default policy, GPU catalog
     "default policy": (
         "inst_admin",
         lambda w, r, d: reverse("provisioning:policy_default", args=[w.institution.pk]),
