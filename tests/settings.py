@@ -9,3 +9,7 @@ from labgov.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoise
+
+# A week a slice: the simulator's 30 days of history sync in five slices instead of thirty,
+# still enough to exercise slicing and the fetch-ahead pipeline.
+LABGOV_SYNC_SLICE_HOURS = 24 * 7

@@ -194,6 +194,9 @@ class LedgerEntry(AppendOnlyModel):
     memo = models.CharField(max_length=300, blank=True)
     # Set by automated posters (sync, approvals) so a retried post cannot count twice.
     idempotency_key = models.CharField(max_length=200, blank=True)
+    # What posted it, for entries owned by a process: "runpod-account:<id>" for the usage a
+    # Runpod account's sync keeps equal to its attributed billing records.
+    source = models.CharField(max_length=100, blank=True)
 
     objects = AppendOnlyQuerySet.as_manager()
 
@@ -208,6 +211,11 @@ class LedgerEntry(AppendOnlyModel):
         indexes = [
             models.Index(fields=["funding_source", "kind"]),
             models.Index(fields=["allocation", "kind"]),
+            models.Index(
+                fields=["source", "occurred_at"],
+                condition=~Q(source=""),
+                name="ledger_source_idx",
+            ),
         ]
         verbose_name_plural = "ledger entries"
 

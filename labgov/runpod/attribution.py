@@ -11,10 +11,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import Max, Min
 from django.db.models.functions import TruncDay
 
-from labgov.core.money import ZERO
+from labgov.core.money import ZERO, grouped_sums
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation, LedgerEntry
 from labgov.runpod.models import Assignment, AttributionRule, BillingRecord, Resource, ResourceKind
@@ -50,6 +50,13 @@ class Timeline:
         index = bisect.bisect_right(starts, moment) - 1
         return self._allocations[resource_id][index] if index >= 0 else None
 
+    def segments(self, resource_id: int, since: dt.datetime):
+        """(start, end, allocation) pieces of the timeline from `since` on; end None = open."""
+        bounds = [since] + [s for s in self._starts.get(resource_id, []) if s > since]
+        for i, start in enumerate(bounds):
+            end = bounds[i + 1] if i + 1 < len(bounds) else None
+            yield start, end, self.allocation_at(resource_id, start)
+
 
 def _rule_matches(rule: AttributionRule, resource: Resource) -> bool:
     if rule.kind == AttributionRule.Kind.ACCOUNT:
@@ -81,17 +88,17 @@ def env_allocation_id(resource: Resource, env_name: str = "LABGOV_ALLOCATION") -
         return None
 
 
-def rules_apply(*, account) -> int:
-    """Give every unassigned resource of the account its first assignment, from a rule or
-    from a `LABGOV_ALLOCATION=<id>` env variable naming an allocation of the account's
-    institution. Returns how many resources were assigned."""
+def rules_apply(*, account) -> list[int]:
+    """Give every unassigned resource of the account its first assignment, from a
+    `LABGOV_ALLOCATION=<id>` env variable naming an allocation of the account's institution,
+    or else from the deciding rule. Returns the ids of the resources assigned."""
     unassigned = list(
         Resource.objects.filter(account=account, assignments__isnull=True).exclude(
             kind=ResourceKind.ENDPOINT
         )
     )
     if not unassigned:
-        return 0
+        return []
     rules = list(AttributionRule.objects.filter(account=account, is_active=True))
     env_ids = {i for r in unassigned if (i := env_allocation_id(r)) is not None}
     valid_env_ids = set(
@@ -129,35 +136,46 @@ def rules_apply(*, account) -> int:
         Resource.objects.filter(pk=assignment.resource_id).update(
             current_allocation_id=assignment.allocation_id
         )
-    return len(new)
+    return [a.resource_id for a in new]
 
 
 def reattribute(*, resource_ids: list[int], since: dt.datetime) -> set[dt.date]:
-    """Recompute the allocation of the resources' records from `since` on. Returns the days
-    whose usage may have moved, for `usage_reconcile`."""
+    """Recompute the allocation of the resources' records from `since` on, one UPDATE per piece
+    of each timeline. Returns the days whose usage may have moved, for `usage_reconcile`."""
     timeline = Timeline.for_resources(resource_ids)
-    changed = []
-    days: set[dt.date] = set()
-    records = BillingRecord.objects.filter(
+    for resource_id in resource_ids:
+        for start, end, allocation_id in timeline.segments(resource_id, since):
+            records = BillingRecord.objects.filter(resource_id=resource_id, bucket_start__gte=start)
+            if end is not None:
+                records = records.filter(bucket_start__lt=end)
+            # exclude(None) keeps the non-null rows; exclude(X) keeps nulls and other values.
+            records.exclude(allocation_id=allocation_id).update(allocation_id=allocation_id)
+    span = BillingRecord.objects.filter(
         resource_id__in=resource_ids, bucket_start__gte=since
-    ).only("id", "resource_id", "bucket_start", "allocation_id")
-    for record in records.iterator(chunk_size=5000):
-        allocation_id = timeline.allocation_at(record.resource_id, record.bucket_start)
-        if allocation_id != record.allocation_id:
-            record.allocation_id = allocation_id
-            changed.append(record)
-            days.add(record.bucket_start.astimezone(UTC).date())
-    BillingRecord.objects.bulk_update(changed, ["allocation"], batch_size=2000)
-    return days
+    ).aggregate(first=Min("bucket_start"), last=Max("bucket_start"))
+    if span["first"] is None:
+        return set()
+    return days_between(span["first"], span["last"] + dt.timedelta(seconds=1))
 
 
-def usage_reconcile(*, days: Iterable[dt.date]) -> int:
-    """Make the ledger's usage per allocation and UTC day equal the attributed billing records
-    of that day, by posting the differences (the ledger is append-only: corrections are new
-    entries). Returns the number of entries posted.
+def days_between(start: dt.datetime, end: dt.datetime) -> set[dt.date]:
+    """The UTC days that [start, end) touches."""
+    first = start.astimezone(UTC).date()
+    last = (end - dt.timedelta(microseconds=1)).astimezone(UTC).date()
+    return {first + dt.timedelta(days=i) for i in range((last - first).days + 1)}
 
-    Runs in the caller's transaction. Allocation rows are locked first, so two accounts' syncs
-    touching the same allocation and day cannot both post the same difference.
+
+def ledger_source(account) -> str:
+    return f"runpod-account:{account.pk}"
+
+
+def usage_reconcile(*, account, days: Iterable[dt.date]) -> int:
+    """Make the ledger's usage from this account, per allocation and UTC day, equal the
+    account's attributed billing records of that day, by posting the differences (the ledger
+    is append-only: corrections are new entries). Returns the number of entries posted.
+
+    Runs in the caller's transaction; the account's sync lock (or the resource row lock of a
+    re-assignment) keeps two writers from posting the same difference.
     """
     days = sorted(set(days))
     if not days:
@@ -166,46 +184,35 @@ def usage_reconcile(*, days: Iterable[dt.date]) -> int:
     end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
     wanted_days = set(days)
 
-    desired: dict[tuple[int, dt.date], Decimal] = {}
-    for row in (
-        BillingRecord.objects.filter(
-            bucket_start__gte=start, bucket_start__lt=end, allocation__isnull=False
-        )
-        .annotate(day=TruncDay("bucket_start", tzinfo=UTC))
-        .values("allocation_id", "day")
-        .annotate(total=Sum("total_usd"))
-    ):
-        day = _as_date(row["day"])
-        if day in wanted_days:
-            desired[(row["allocation_id"], day)] = row["total"] or ZERO
-
-    posted: dict[tuple[int, dt.date], Decimal] = {}
-    for row in (
-        LedgerEntry.objects.filter(
-            kind=LedgerEntry.Kind.USAGE,
-            occurred_at__gte=start,
-            occurred_at__lt=end,
-            allocation__isnull=False,
-        )
-        .values("allocation_id", "occurred_at")
-        .annotate(total=Sum("amount_usd"))
-    ):
-        day = _as_date(row["occurred_at"])
-        if day in wanted_days:
-            key = (row["allocation_id"], day)
-            posted[key] = posted.get(key, ZERO) + (row["total"] or ZERO)
-
-    keys = {k for k in set(desired) | set(posted) if desired.get(k, ZERO) != posted.get(k, ZERO)}
+    records = BillingRecord.objects.filter(
+        resource__account=account,
+        bucket_start__gte=start,
+        bucket_start__lt=end,
+        allocation__isnull=False,
+    ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
+    desired = _by_allocation_day(
+        grouped_sums(records, ["allocation_id", "day"], "total_usd"), wanted_days
+    )
+    entries = LedgerEntry.objects.filter(
+        source=ledger_source(account),
+        kind=LedgerEntry.Kind.USAGE,
+        occurred_at__gte=start,
+        occurred_at__lt=end,
+    )
+    posted = _by_allocation_day(
+        grouped_sums(entries, ["allocation_id", "occurred_at"], "amount_usd"), wanted_days
+    )
+    keys = sorted(
+        k for k in set(desired) | set(posted) if desired.get(k, ZERO) != posted.get(k, ZERO)
+    )
     if not keys:
         return 0
-    allocation_ids = sorted({k[0] for k in keys})
     funding_of = dict(
-        Allocation.objects.select_for_update()
-        .filter(pk__in=allocation_ids)
-        .order_by("pk")
-        .values_list("pk", "funding_source_id")
+        Allocation.objects.filter(pk__in={k[0] for k in keys}).values_list(
+            "pk", "funding_source_id"
+        )
     )
-    entries = [
+    LedgerEntry.objects.bulk_create(
         LedgerEntry(
             funding_source_id=funding_of[allocation_id],
             allocation_id=allocation_id,
@@ -213,15 +220,18 @@ def usage_reconcile(*, days: Iterable[dt.date]) -> int:
             amount_usd=desired.get((allocation_id, day), ZERO)
             - posted.get((allocation_id, day), ZERO),
             occurred_at=dt.datetime.combine(day, dt.time(), tzinfo=UTC),
-            memo=f"Runpod usage on {day:%Y-%m-%d}",
+            memo=f"Runpod usage on {day:%Y-%m-%d} ({account.name})",
+            source=ledger_source(account),
         )
-        for allocation_id, day in sorted(keys)
-    ]
-    LedgerEntry.objects.bulk_create(entries)
-    return len(entries)
+        for allocation_id, day in keys
+    )
+    return len(keys)
 
 
-def _as_date(value) -> dt.date:
-    if isinstance(value, dt.datetime):
-        return value.astimezone(UTC).date()
-    return value
+def _by_allocation_day(sums: dict[tuple, Decimal], wanted_days: set[dt.date]) -> dict:
+    result: dict[tuple[int, dt.date], Decimal] = {}
+    for (allocation_id, moment), total in sums.items():
+        day = moment.astimezone(UTC).date() if isinstance(moment, dt.datetime) else moment
+        if day in wanted_days:
+            result[(allocation_id, day)] = result.get((allocation_id, day), ZERO) + total
+    return result

@@ -153,6 +153,14 @@ class RunpodClient:
             params[id_field] = resource_id
         return parse_billing_records(self._get_json(path, params), kind, id_field, resource_id)
 
+    def billing_records_body(
+        self, kind: BillingKind, *, start: dt.datetime, end: dt.datetime, bucket_size: str = "hour"
+    ) -> bytes:
+        """The unparsed body of `billing_records` for every resource of a kind: for a bulk
+        writer that hands the JSON to the database, which reads its numbers exactly."""
+        path, _ = BILLING_ENDPOINTS[BillingKind(kind)]
+        return self.get_json_bytes(path, _billing_params(start, end, bucket_size))
+
     def account_billing(
         self, *, start: dt.datetime, end: dt.datetime, bucket_size: str = "hour"
     ) -> list[AccountBillingRecord]:

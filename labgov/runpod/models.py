@@ -165,10 +165,16 @@ class Resource(models.Model):
 class BillingRecord(models.Model):
     """One hourly (or coarser) bucket [bucket_start, bucket_end) of one resource's spend,
     stored exactly as Runpod sent it, with the allocation it is attributed to (null:
-    unattributed)."""
+    unattributed).
 
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="billing_records")
-    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    The natural key (resource, bucket start) is the primary key: a sync upserts on it, and a
+    table of millions of rows carries no index it does not need.
+    """
+
+    pk = models.CompositePrimaryKey("resource", "bucket_start")
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, related_name="billing_records", db_index=False
+    )
     kind = models.CharField(max_length=20, choices=ResourceKind.choices)
     bucket_start = models.DateTimeField()
     bucket_end = models.DateTimeField()
@@ -181,22 +187,22 @@ class BillingRecord(models.Model):
     fee_usd = PreciseMoneyField(default=0)
     networking_usd = PreciseMoneyField(default=0)
     allocation = models.ForeignKey(
-        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "funding.Allocation",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     synced_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["resource", "bucket_start"], name="billing_unique_resource_bucket"
-            ),
             models.CheckConstraint(
                 condition=Q(bucket_end__gt=models.F("bucket_start")), name="billing_bucket_order"
             ),
         ]
         indexes = [
-            models.Index(fields=["account", "bucket_start"]),
-            models.Index(fields=["allocation", "bucket_start"]),
             # The unattributed queue reads only these, and they should be few.
             models.Index(
                 fields=["resource", "bucket_start"],

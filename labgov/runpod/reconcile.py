@@ -3,10 +3,9 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Sum
 from django.db.models.functions import TruncMonth
 
-from labgov.core.money import ZERO, to_cents
+from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.core.periods import UTC
 from labgov.runpod.models import AccountBillingRecord, BillingRecord
 
@@ -31,18 +30,16 @@ def account_reconciliation(*, account, months: int = 3) -> list[MonthReconciliat
     """Per calendar month (UTC): the sum of per-resource records, Runpod's account total, and
     what of it nobody owns. Newest first."""
 
-    def by_month(queryset, **filters):
+    def by_month(queryset):
+        months = queryset.annotate(month=TruncMonth("bucket_start", tzinfo=UTC))
         return {
-            row["month"]: row["total"] or ZERO
-            for row in queryset.filter(account=account, **filters)
-            .annotate(month=TruncMonth("bucket_start", tzinfo=UTC))
-            .values("month")
-            .annotate(total=Sum("total_usd"))
+            key[0]: total for key, total in grouped_sums(months, ["month"], "total_usd").items()
         }
 
-    records = by_month(BillingRecord.objects)
-    unattributed = by_month(BillingRecord.objects, allocation__isnull=True)
-    runpod = by_month(AccountBillingRecord.objects)
+    records = BillingRecord.objects.filter(resource__account=account)
+    unattributed = by_month(records.filter(allocation__isnull=True))
+    records = by_month(records)
+    runpod = by_month(AccountBillingRecord.objects.filter(account=account))
     months_seen = sorted(set(records) | set(runpod), reverse=True)[:months]
     return [
         MonthReconciliation(

@@ -50,7 +50,7 @@ def _clean_base_url(base_url: str) -> str:
 
 def _clean_key(api_key: str) -> str:
     api_key = (api_key or "").strip()
-    if len(api_key) < 8 or any(c.isspace() for c in api_key):
+    if len(api_key) < 6 or any(c.isspace() for c in api_key):
         raise DomainError("That does not look like a Runpod API key.", field="api_key")
     return api_key
 
@@ -199,14 +199,10 @@ def rule_create(
     # assignment covers their whole history).
     from labgov.runpod.attribution import rules_apply
 
-    newly = list(
-        Resource.objects.filter(account=account, assignments__isnull=True).values_list(
-            "pk", flat=True
-        )
-    )
-    if rules_apply(account=account):
+    newly = rules_apply(account=account)
+    if newly:
         days = reattribute(resource_ids=newly, since=BEGINNING)
-        usage_reconcile(days=days)
+        usage_reconcile(account=account, days=days)
     return rule
 
 
@@ -275,7 +271,7 @@ def resource_assign(
     locked.current_allocation = allocation
     locked.save(update_fields=["current_allocation"])
     days = reattribute(resource_ids=[locked.pk], since=starts_at)
-    usage_reconcile(days=days)
+    usage_reconcile(account=locked.account, days=days)
     audit_record(
         actor=actor,
         action="resource.assign",

@@ -9,6 +9,7 @@ import datetime as dt
 import logging
 import secrets
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -169,29 +170,32 @@ def account_sync(
 
 
 def _sync(account, run, token, window: Window, client_factory) -> dict:
-    slice_hours = settings.LABGOV_SYNC_SLICE_HOURS
-    slices = list(window.slices(slice_hours))
+    slices = list(window.slices(settings.LABGOV_SYNC_SLICE_HOURS))
     counts = {"records": 0, "ledger_entries": 0}
     _progress(run, phase="inventory", progress_done=0, progress_total=len(slices) + 1)
-    with client_factory(account) as client:
+    raw = billing_store.uses_bulk_sql()
+    with client_factory(account) as client, ThreadPoolExecutor(max_workers=1) as fetcher:
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
         with transaction.atomic():
-            counts["rules_assigned"] = rules_apply(account=account)
+            counts["rules_assigned"] = len(rules_apply(account=account))
         _progress(run, phase="billing", progress_done=1)
-        for index, part in enumerate(slices, start=2):
-            fetched = {
-                kind: client.billing_records(kind, start=part.start, end=part.end)
-                for kind in BILLING_KINDS
-            }
-            account_records = client.account_billing(start=part.start, end=part.end)
+
+        def fetch(part: Window):
+            return billing_store.fetch_slice(client, BILLING_KINDS, part.start, part.end, raw=raw)
+
+        # The next slice downloads while this one is written; at most two are held at once.
+        pending = fetcher.submit(fetch, slices[0]) if slices else None
+        for index in range(len(slices)):
+            payload = pending.result()
+            pending = fetcher.submit(fetch, slices[index + 1]) if index + 1 < len(slices) else None
             with transaction.atomic():
-                days = billing_store.records_upsert(account=account, fetched=fetched)
-                billing_store.account_records_upsert(account=account, records=account_records)
-                counts["ledger_entries"] += usage_reconcile(days=days)
-            counts["records"] += sum(len(v) for v in fetched.values())
+                written, days = billing_store.write_slice(account=account, payload=payload)
+                counts["ledger_entries"] += usage_reconcile(account=account, days=days)
+            counts["records"] += written
+            del payload
             if not lock_extend(account.pk, token):
                 raise RuntimeError("the sync lock was lost; another worker may have taken over")
-            _progress(run, progress_done=index, counts=counts)
+            _progress(run, progress_done=index + 2, counts=counts)
     from labgov.provisioning.services import commitments_reconcile
 
     counts["commitments_released"] = commitments_reconcile()

@@ -29,7 +29,7 @@ def test_connect_encrypts_the_key_and_keeps_last4(world):
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"api_key": "short"}, "api_key"),
+        ({"api_key": "short"}, "api_key"),  # under 6 characters
         ({"api_key": "has a space in it"}, "api_key"),
         ({"base_url": "ftp://runpod"}, "base_url"),
         ({"name": " "}, "name"),

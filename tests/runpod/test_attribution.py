@@ -17,7 +17,6 @@ def _hours(resource, start, n, amount="1.0000000001"):
     BillingRecord.objects.bulk_create(
         BillingRecord(
             resource=resource,
-            account=resource.account,
             kind=resource.kind,
             bucket_start=start + dt.timedelta(hours=i),
             bucket_end=start + dt.timedelta(hours=i + 1),
@@ -95,7 +94,7 @@ def test_rule_precedence_env_then_template_then_longest_prefix_then_account(worl
 def test_env_allocation_variable_assigns_from_the_beginning(world, account):
     pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": str(world.allocation.pk)})
     _hours(pod, T0, 3)
-    assert rules_apply(account=account) == 1
+    assert rules_apply(account=account) == [pod.pk]
     assignment = pod.assignments.get()
     assert assignment.starts_at == BEGINNING and assignment.allocation == world.allocation
     pod.refresh_from_db()
@@ -105,7 +104,7 @@ def test_env_allocation_variable_assigns_from_the_beginning(world, account):
 def test_env_naming_another_institutions_allocation_is_ignored(world, account):
     foreign = AllocationFactory()
     pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": str(foreign.pk)})
-    assert rules_apply(account=account) == 0
+    assert rules_apply(account=account) == []
     assert not pod.assignments.exists()
 
 
@@ -117,11 +116,11 @@ def test_usage_reconcile_posts_differences_only(world, account):
     _hours(pod, T0, 30, amount="0.000137")  # crosses into the next UTC day
     BillingRecord.objects.update(allocation=world.allocation)
     days = {T0.date(), (T0 + dt.timedelta(days=1)).date()}
-    assert usage_reconcile(days=days) == 2
+    assert usage_reconcile(account=account, days=days) == 2
     assert _spent(world.allocation) == Decimal("0.000137") * 30
-    assert usage_reconcile(days=days) == 0  # nothing changed, nothing posted
+    assert usage_reconcile(account=account, days=days) == 0  # nothing changed, nothing posted
     BillingRecord.objects.filter(bucket_start=T0).update(total_usd=Decimal("1"))
-    assert usage_reconcile(days=days) == 1
+    assert usage_reconcile(account=account, days=days) == 1
     assert _spent(world.allocation) == Decimal("0.000137") * 29 + 1
     assert LedgerEntry.objects.filter(kind="usage").count() == 3
 

@@ -281,6 +281,9 @@ def test_wrong_method_is_405_with_allow(api):
         {"lastN": "three"},
         {"lastN": "3", "startTime": "2026-11-01T00:00:00Z"},
         {"startTime": "2026-11-10T00:00:00Z", "endTime": "2026-11-01T00:00:00Z"},
+        {"lastN": "100001"},
+        {"bucketSize": "year", "lastN": "100000"},  # before year 1
+        {"bucketSize": "year", "endTime": "9999-12-31T23:00:00Z"},  # after year 9999
     ],
 )
 def test_bad_billing_queries_are_400(api, params):

@@ -10,8 +10,11 @@ from collections import defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from labgov.runpod.simulator import SimulatorServer, load_scenario
+from labgov.runpod.simulator import SimulatorServer, billing, load_scenario
+from labgov.runpod.simulator.scenario import HOUR
 from tests.runpod.conftest import NOW, UTC, Api
 
 Q10 = Decimal("1e-10")
@@ -299,6 +302,14 @@ def test_no_buckets_after_now_and_no_records_before_a_resource_existed(api):
     assert gone["records"][-1]["startTime"] == t("11-10T15:00")
 
 
+def test_a_window_from_long_ago_costs_only_what_existed(api):
+    body = api.json(
+        "/v2/billing/pods", podId=STOPPED_POD, bucketSize="hour", startTime="1970-01-01T00:00:00Z"
+    )
+    assert body["records"][0]["startTime"] == t("10-23T13:00")  # the pod's first hour
+    assert body["metadata"]["query"]["startTime"] == "1970-01-01T00:00:00Z"
+
+
 def test_lastn_counts_buckets_back_from_the_current_one(api):
     body = api.json("/v2/billing", bucketSize="day", lastN="3")
     assert [r["startTime"] for r in body["records"]] == [
@@ -353,3 +364,20 @@ def test_clock_can_be_set_explicitly_and_a_bucket_starting_now_is_not_yet_there(
     body = api.json("/v2/billing/pods", podId=RUNNING_POD, bucketSize="hour", lastN="2")
     assert [r["startTime"] for r in body["records"]] == [t("11-20T17:00")]
     assert body["metadata"]["query"]["endTime"] == t("11-20T19:00")
+
+
+@given(
+    rates=st.lists(
+        st.decimals(min_value=0, max_value=1000, places=6, allow_nan=False), min_size=1, max_size=4
+    ),
+    seconds=st.lists(st.integers(min_value=1, max_value=3600), min_size=4, max_size=4),
+    month=st.sampled_from([HOUR, 730 * HOUR, HOUR * HOUR, HOUR * 730 * HOUR]),
+)
+def test_exact_integer_amounts_equal_decimal_quantization(rates, seconds, month):
+    """Hours cut by an edge use integer arithmetic; it must give the Decimal result exactly."""
+    numerator = sum((r * s for r, s in zip(rates, seconds, strict=False)), Decimal(0))
+    places = max(-r.as_tuple().exponent for r in rates)
+    exact = sum(int(r.scaleb(places)) * s for r, s in zip(rates, seconds, strict=False))
+    expected = q(numerator / Decimal(month)) if numerator else Decimal(0)
+    assert billing._units(numerator, month) == int(expected.scaleb(10))
+    assert billing._units_exact(exact, month * 10**places) == int(expected.scaleb(10))

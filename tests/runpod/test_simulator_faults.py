@@ -180,7 +180,7 @@ def test_keep_alive_serves_many_requests_on_one_connection(sim):
 def test_large_billing_answers_are_streamed_in_chunks(sim, small_generated):
     from labgov.runpod.simulator import SimulatorServer
 
-    with SimulatorServer(scenario=small_generated) as big:
+    with SimulatorServer(scenario=small_generated, stream_after=64 * 1024) as big:
         api = Api(big)
         response = api.get("/v2/billing/pods", bucketSize="hour", lastN=str(12 * 24))
         assert response.headers.get("transfer-encoding") == "chunked"
@@ -189,3 +189,22 @@ def test_large_billing_answers_are_streamed_in_chunks(sim, small_generated):
         small = api.get("/v2/billing/pods", bucketSize="day", lastN="1")
         assert "content-length" in small.headers
         api.close()
+
+
+def test_a_chunked_request_body_is_read_whole(sim):
+    connection = http.client.HTTPConnection(sim.host, sim.port, timeout=5)
+    headers = {"Authorization": f"Bearer {sim.api_key}", "Content-Type": "application/json"}
+    body = iter([b'{"action": ', b'"stop"}'])
+    connection.request("POST", "/v2/pods/vq7m2k4x9p1b3c/action", body=body, headers=headers)
+    response = connection.getresponse()
+    assert response.status == 200
+    response.read()
+    connection.request("GET", "/v2/pods/vq7m2k4x9p1b3c", headers=headers)
+    assert connection.getresponse().status == 200  # the connection is still in step
+    connection.close()
+
+
+def test_paths_outside_the_api_are_404_without_a_key(sim):
+    response = httpx.get(sim.base_url + "/")
+    assert response.status_code == 404
+    assert sim.requests == []

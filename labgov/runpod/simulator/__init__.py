@@ -6,9 +6,11 @@
         sim.base_url, sim.state, sim.set_now(...), sim.advance(hours=3)
         sim.inject_fault(path_prefix="/v2/billing/pods", kind="429", times=2, retry_after=1)
 
-`scenario.py` describes the scenario format, `billing.py` and `meters.py` how billing records
-are derived from histories, `server.py` the HTTP behaviour and the /_sim/ control routes.
-`python manage.py runpod_simulator` runs it on its own.
+`scenario.py` describes the scenario format; `meters.py` and `billing.py` how billing amounts
+are derived from histories; `windows.py` and `records.py` how a billing query is answered;
+`state.py` the account's resources and actions; `routes.py` the /v2 routes; `server.py` the
+HTTP behaviour, faults and the /_sim/ control routes. `python manage.py runpod_simulator`
+runs it on its own.
 """
 
 from labgov.runpod.simulator.generate import generate_scenario

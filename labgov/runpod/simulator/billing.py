@@ -1,37 +1,34 @@
-"""Billing records, derived from resource histories.
+"""Billing amounts, derived from resource histories.
 
 Each billable resource is a `Meter`: the seconds it exists, cut into segments of constant rates.
 A component's amount over a stretch of time is `sum(rate x seconds) / denominator`, computed
 with Decimal and quantized to 10 decimal places (ROUND_HALF_EVEN) once per hourly bucket;
 rates are exact decimals ($/h for compute, GB x $/GB/month for storage) and the denominator
-carries the 3600 s and the 730 h month, so the only rounding is that quantization.
+carries the 3600 s and the 730 h month, so the only rounding is that quantization. Hours cut by
+an edge (a start, a stop) are many and each different, so they are computed with the same rates
+scaled to exact integers: the same exact quotient, rounded the same way, at a fifth of the cost
+(tests/runpod/test_simulator_billing.py checks the two agree).
 
 Bigger buckets are sums of the quantized hourly amounts, and the account's record for a bucket
 is the sum of every resource's, so all totals agree to the last digit. Quantized amounts are
 kept as integers in units of 1e-10 USD for summing and written out as exact decimal text.
 
 Speed: a full hour inside one segment has the same amount as every other such hour, so a
-request is a walk over segments ("runs" of equal hours) rather than over hours, and the JSON
-text of a record is built from cached pieces. Nothing is kept between requests but caches of
-small values; a response is generated, and may be streamed, per request.
+request is a walk over segments ("runs" of equal hours) rather than over hours. `records.py`
+turns runs into JSON; `windows.py` resolves a query's time window; `meters.py` builds meters.
 """
 
 import bisect
-import datetime as dt
 import functools
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 
-from labgov.runpod.simulator.scenario import HOUR, UTC, iso
+from labgov.runpod.simulator.scenario import HOUR
 
 FOREVER = 2**62
 UNITS = 10**10  # amounts are integers of 1e-10 USD
 Q10 = Decimal("1e-10")
 DECIMAL = Context(prec=50, rounding=ROUND_HALF_EVEN)
-BUCKET_SIZES = ("hour", "day", "week", "month", "year")
-CHUNK_CHARS = 1 << 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +105,20 @@ def _units(numerator: Decimal, denominator: int) -> int:
     return int(amount.scaleb(10, context=DECIMAL))
 
 
+def _units_exact(numerator: int, denominator: int) -> int:
+    """The same quotient as `_units`, for integer operands, rounded half to even."""
+    quotient, remainder = divmod(numerator * UNITS, denominator)
+    twice = 2 * remainder
+    if twice > denominator or (twice == denominator and quotient & 1):
+        quotient += 1
+    return quotient
+
+
+def _decimal_places(value: Decimal) -> int:
+    exponent = value.as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def full_hour(denominators: tuple[int, ...], rates: Rates) -> Vector:
     return tuple(_units(rate * HOUR, den) for rate, den in zip(rates, denominators, strict=True))
@@ -132,6 +143,8 @@ class Meter:
         "starts",
         "ends",
         "fulls",
+        "exact_rates",
+        "exact_denominators",
         "_hours",
     )
 
@@ -157,6 +170,18 @@ class Meter:
         self.starts = [s for s, _, _ in merged]
         self.ends = [e for _, e, _ in merged]
         self.fulls = [full_hour(denominators, rates) for _, _, rates in merged]
+        # The rates as integers: component c's rate is exact_rates[i][c] / 10**places[c].
+        places = [
+            max((_decimal_places(r[c]) for _, _, r in merged), default=0)
+            for c in range(len(denominators))
+        ]
+        self.exact_rates = [
+            tuple(int(rate.scaleb(p)) for rate, p in zip(rates, places, strict=True))
+            for _, _, rates in merged
+        ]
+        self.exact_denominators = tuple(
+            d * 10**p for d, p in zip(denominators, places, strict=True)
+        )
         self._hours: dict[int, Vector] = {}  # amounts of hours cut by a segment edge
 
     @property
@@ -214,18 +239,19 @@ class Meter:
         if cacheable and h in self._hours:
             return self._hours[h]
         s, e = max(h, lo), min(h + HOUR, hi)
-        sums = [Decimal(0)] * len(self.denominators)
-        segments = self.segments
-        for i in range(max(bisect.bisect_right(self.starts, s) - 1, 0), len(segments)):
-            start, end, rates = segments[i]
-            if start >= e:
+        sums = [0] * len(self.denominators)
+        starts, ends, exact = self.starts, self.ends, self.exact_rates
+        for i in range(max(bisect.bisect_right(starts, s) - 1, 0), len(starts)):
+            if starts[i] >= e:
                 break
-            seconds = min(end, e) - max(start, s)
+            seconds = min(ends[i], e) - max(starts[i], s)
             if seconds > 0:
-                for c, rate in enumerate(rates):
+                for c, rate in enumerate(exact[i]):
                     if rate:
                         sums[c] += rate * seconds
-        value = tuple(_units(n, d) for n, d in zip(sums, self.denominators, strict=True))
+        value = tuple(
+            _units_exact(n, d) for n, d in zip(sums, self.exact_denominators, strict=True)
+        )
         if cacheable:
             self._hours[h] = value
         return value
@@ -272,330 +298,3 @@ class PeriodicMeter:
 
 
 AnyMeter = Meter | PeriodicMeter
-
-
-# Buckets and the query window.
-
-
-class QueryError(ValueError):
-    """A billing query the API would answer with 400."""
-
-
-def bucket_floor(t: int, size: str) -> int:
-    if size == "hour":
-        return t - t % HOUR
-    if size == "day":
-        return t - t % 86400
-    if size == "week":  # ISO weeks start on Monday; 1970-01-01 was a Thursday
-        day = t // 86400
-        return (day - (day + 3) % 7) * 86400
-    moment = dt.datetime.fromtimestamp(t, UTC)
-    if size == "month":
-        return int(dt.datetime(moment.year, moment.month, 1, tzinfo=UTC).timestamp())
-    return int(dt.datetime(moment.year, 1, 1, tzinfo=UTC).timestamp())
-
-
-def bucket_next(t: int, size: str) -> int:
-    """The start of the bucket after the one starting at `t`."""
-    if size == "hour":
-        return t + HOUR
-    if size == "day":
-        return t + 86400
-    if size == "week":
-        return t + 7 * 86400
-    moment = dt.datetime.fromtimestamp(t, UTC)
-    if size == "month":
-        year, month = moment.year + moment.month // 12, moment.month % 12 + 1
-        return int(dt.datetime(year, month, 1, tzinfo=UTC).timestamp())
-    return int(dt.datetime(moment.year + 1, 1, 1, tzinfo=UTC).timestamp())
-
-
-def bucket_prev(t: int, size: str) -> int:
-    return bucket_floor(t - 1, size)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    start: int
-    end: int
-    size: str
-
-
-def parse_query_time(name: str, text: str) -> int:
-    try:
-        # A "+" in a query string arrives as a space when the client did not encode it.
-        moment = dt.datetime.fromisoformat(text.strip().replace(" ", "+"))
-    except ValueError:
-        raise QueryError(f"{name} is not an RFC 3339 date-time: {text!r}") from None
-    if moment.tzinfo is None:
-        raise QueryError(f"{name} needs a time zone offset (e.g. Z): {text!r}")
-    return int(moment.timestamp() // 1)
-
-
-def resolve_window(params: dict[str, str], now: int) -> Window:
-    """The bucket-aligned [start, end) window of a billing query, as Runpod resolves it."""
-    size = params.get("bucketSize") or "day"
-    if size not in BUCKET_SIZES:
-        raise QueryError(f"bucketSize must be one of {', '.join(BUCKET_SIZES)}, not {size!r}")
-    if "lastN" in params:
-        if "startTime" in params or "endTime" in params:
-            raise QueryError("lastN cannot be combined with startTime or endTime")
-        try:
-            last_n = int(params["lastN"])
-        except ValueError:
-            raise QueryError(f"lastN must be an integer, not {params['lastN']!r}") from None
-        if not 1 <= last_n <= 100_000:
-            raise QueryError("lastN must be at least 1")
-        current = bucket_floor(now, size)
-        start = current
-        for _ in range(last_n - 1):
-            start = bucket_prev(start, size)
-        return Window(start, bucket_next(current, size), size)
-    if "startTime" in params:
-        start = parse_query_time("startTime", params["startTime"])
-    else:
-        start = now - 30 * 86400
-    end = parse_query_time("endTime", params["endTime"]) if "endTime" in params else now
-    start = bucket_floor(start, size)
-    end_floor = bucket_floor(end, size)
-    end = end if end == end_floor else bucket_next(end_floor, size)
-    if start >= end:
-        raise QueryError("startTime must be before endTime")
-    return Window(start, end, size)
-
-
-def bucket_starts(lo: int, hi: int, size: str) -> list[int]:
-    """Bucket starts from `lo` (aligned) up to `hi`, followed by the end of the last bucket."""
-    edges = [lo]
-    while edges[-1] < hi:
-        edges.append(bucket_next(edges[-1], size))
-    return edges
-
-
-# Turning runs into records.
-
-
-def _amount_text(units: int) -> str:
-    text = _TEXTS.get(units)
-    if text is None:
-        sign, value = ("-", -units) if units < 0 else ("", units)
-        whole, frac = divmod(value, UNITS)
-        text = f"{sign}{whole}.{frac:010d}".rstrip("0").rstrip(".") if frac else f"{sign}{whole}"
-        if len(_TEXTS) < 200_000:
-            _TEXTS[units] = text
-    return text
-
-
-_TEXTS: dict[int, str] = {}
-_RANGES: dict[tuple[int, int], str] = {}
-
-
-def _range_text(start: int, end: int) -> str:
-    key = (start, end)
-    text = _RANGES.get(key)
-    if text is None:
-        text = f'{{"startTime":"{iso(start)}","endTime":"{iso(end)}"'
-        if len(_RANGES) > 500_000:
-            _RANGES.clear()
-        _RANGES[key] = text
-    return text
-
-
-def amounts_json(names: tuple[str, ...], vector: Vector) -> str:
-    key = (names, vector)
-    text = _AMOUNTS.get(key)
-    if text is None:
-        text = _amounts_json(names, vector)
-        if len(_AMOUNTS) > 200_000:
-            _AMOUNTS.clear()
-        _AMOUNTS[key] = text
-    return text
-
-
-_AMOUNTS: dict[tuple[tuple[str, ...], Vector], str] = {}
-
-
-def _amounts_json(names: tuple[str, ...], vector: Vector) -> str:
-    parts = [f'"totalAmount":{_amount_text(sum(vector))}']
-    parts += [f'"{name}":{_amount_text(v)}' for name, v in zip(names, vector, strict=True)]
-    return ",".join(parts)
-
-
-def _add(a: list[int], b: Vector, times: int = 1) -> None:
-    for i, value in enumerate(b):
-        if value:
-            a[i] += value * times
-
-
-class _Chunks:
-    """Collects JSON text and hands it out in pieces of about CHUNK_CHARS."""
-
-    def __init__(self):
-        self.parts: list[str] = []
-        self.size = 0
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-        self.size += len(text)
-
-    def full(self) -> bool:
-        return self.size >= CHUNK_CHARS
-
-    def take(self) -> bytes:
-        data = "".join(self.parts).encode()
-        self.parts, self.size = [], 0
-        return data
-
-
-def resource_billing(
-    product: Product,
-    meters: list[AnyMeter],
-    window: Window,
-    now: int,
-    id_filter: str | None,
-) -> Iterator[bytes]:
-    """The body of /v2/billing/{pods,network-volumes,serverless,clusters,endpoints}."""
-    names = product.components
-    if id_filter is not None:
-        meters = [m for m in meters if m.resource_id == id_filter]
-    hi = min(window.end, now)
-    totals = [0] * max(len(names), 1)
-    count = unique = 0
-    hourly = window.size == "hour"
-    out = _Chunks()
-    out.add('{"records":[')
-    sep = ""
-    # Hour buckets: the time range text of every hour in the window, made once.
-    hours = [_range_text(t, t + HOUR) for t in range(window.start, hi, HOUR)] if hourly else []
-    for meter in meters:
-        runs = meter.runs(window.start, hi, now) if hi > window.start else []
-        if not runs:
-            continue
-        unique += 1
-        id_text = ","
-        if product.id_field:
-            id_text = f',"{product.id_field}":{json.dumps(meter.resource_id)},'
-        if hourly:
-            # A run is n equal hours: one amounts text, n time ranges.
-            for h, n, vector in runs:
-                tail = id_text + _record_amounts(names, vector) + "}"
-                first = (h - window.start) // HOUR
-                out.add(sep + ",".join([r + tail for r in hours[first : first + n]]))
-                sep = ","
-                count += n
-                _add(totals, vector, n)
-        else:
-            for start, end, vector in _bucketed(runs, window):
-                out.add(
-                    sep + _range_text(start, end) + id_text + _record_amounts(names, vector) + "}"
-                )
-                sep = ","
-                count += 1
-                _add(totals, vector)
-        if out.full():
-            yield out.take()
-    query = _query_json(window, product, id_filter)
-    unique_text = f',"{product.unique_field}":{unique}' if product.unique_field else ""
-    out.add(
-        f'],"metadata":{{"query":{query},"recordCount":{count}{unique_text},'
-        f'"totals":{{{_record_amounts(names, tuple(totals))}}}}}}}'
-    )
-    yield out.take()
-
-
-def _record_amounts(names: tuple[str, ...], vector: Vector) -> str:
-    if not names:  # public endpoints: the one amount is the total
-        return f'"totalAmount":{_amount_text(vector[0])}'
-    return amounts_json(names, vector)
-
-
-def _bucketed(runs: list[Run], window: Window) -> Iterator[tuple[int, int, Vector]]:
-    """(start, end, amounts) of each bucket the runs touch, in time order."""
-    if window.size == "hour":
-        for h, n, vector in runs:
-            for k in range(n):
-                t = h + k * HOUR
-                yield t, t + HOUR, vector
-        return
-    bucket = bucket_floor(runs[0][0], window.size)
-    bucket_end = bucket_next(bucket, window.size)
-    acc = [0] * len(runs[0][2])
-    touched = False
-    for h, n, vector in runs:
-        while n:
-            if h >= bucket_end:
-                if touched:
-                    yield bucket, bucket_end, tuple(acc)
-                    acc = [0] * len(vector)
-                    touched = False
-                bucket = bucket_floor(h, window.size)
-                bucket_end = bucket_next(bucket, window.size)
-            k = min(n, (bucket_end - h) // HOUR)
-            _add(acc, vector, k)
-            touched = True
-            h += k * HOUR
-            n -= k
-    if touched:
-        yield bucket, bucket_end, tuple(acc)
-
-
-def account_billing(meters: list[AnyMeter], window: Window, now: int) -> Iterator[bytes]:
-    """The body of /v2/billing: one record per bucket, each field the sum of the resources'."""
-    field_index = {name: i for i, name in enumerate(ACCOUNT_FIELDS)}
-    hi = min(window.end, now)
-    first = min((m.start for m in meters), default=FOREVER)
-    lo = max(window.start, bucket_floor(first, window.size)) if first < FOREVER else hi
-    edges = bucket_starts(lo, hi, window.size) if lo < hi else [lo]
-    sums = [[0] * len(ACCOUNT_FIELDS) for _ in range(len(edges) - 1)]
-    hourly = window.size == "hour"
-    # Hour buckets: a run adds the same amounts to n consecutive rows; note where the run
-    # starts and where it stops, and sum those differences once at the end.
-    deltas = [[0] * len(ACCOUNT_FIELDS) for _ in range(len(edges))] if hourly else []
-    for meter in meters if lo < hi else ():
-        positions = [field_index[name] for name in meter.product.account_fields]
-        runs = meter.runs(lo, hi, now)
-        if hourly:
-            for h, n, vector in runs:
-                first, after = deltas[(h - lo) // HOUR], deltas[(h - lo) // HOUR + n]
-                for pos, value in zip(positions, vector, strict=True):
-                    if value:
-                        first[pos] += value
-                        after[pos] -= value
-            continue
-        for start, _end, vector in _bucketed(runs, window) if runs else ():
-            row = sums[bisect.bisect_right(edges, start) - 1]
-            for pos, value in zip(positions, vector, strict=True):
-                row[pos] += value
-    if hourly:
-        running = [0] * len(ACCOUNT_FIELDS)
-        for row, delta in zip(sums, deltas, strict=False):
-            for pos, value in enumerate(delta):
-                if value:
-                    running[pos] += value
-            row[:] = running
-    out = _Chunks()
-    out.add('{"records":[')
-    totals = [0] * len(ACCOUNT_FIELDS)
-    for i, row in enumerate(sums):
-        out.add(("," if i else "") + _range_text(edges[i], edges[i + 1]) + ",")
-        out.add(amounts_json(ACCOUNT_FIELDS, tuple(row)) + "}")
-        _add(totals, tuple(row))
-        if out.full():
-            yield out.take()
-    query = _query_json(window, None, None)
-    out.add(
-        f'],"metadata":{{"query":{query},"recordCount":{len(sums)},'
-        f'"totals":{{{amounts_json(ACCOUNT_FIELDS, tuple(totals))}}}}}}}'
-    )
-    yield out.take()
-
-
-def _query_json(window: Window, product: Product | None, id_filter: str | None) -> str:
-    text = (
-        f'{{"startTime":"{iso(window.start)}","endTime":"{iso(window.end)}",'
-        f'"bucketSize":"{window.size}"'
-    )
-    if product is not None and product.id_field:
-        value = "null" if id_filter is None else json.dumps(id_filter)
-        text += f',"{product.id_field}":{value}'
-    return text + "}"

@@ -36,10 +36,9 @@ Internally times are whole seconds since the epoch: billing is per second.
 import dataclasses
 import datetime as dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 UTC = dt.UTC
 HOUR = 3600
@@ -244,7 +243,6 @@ class Scenario:
     endpoints: tuple[EndpointSpec, ...] = ()
     clusters: tuple[ClusterSpec, ...] = ()
     public_endpoints: PublicEndpointUsage | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def shifted(self, delta: dt.timedelta) -> "Scenario":
         """The same account with every time moved by `delta` (whole seconds)."""

@@ -9,38 +9,33 @@ survive.
 
 import contextlib
 import datetime as dt
-import json
-import re
 import socket
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from labgov.runpod.simulator import billing, render
+from labgov.runpod.simulator.routes import (
+    Response,
+    Routes,
+    json_response,
+    parse_body,
+    problem_response,
+)
 from labgov.runpod.simulator.scenario import Scenario, load_scenario
 from labgov.runpod.simulator.state import ApiError, SimState
 
-JSON = "application/json"
-PROBLEM = "application/problem+json"
 FAULT_KINDS = ("429", "500", "503", "slow", "truncate", "malformed", "disconnect")
 # The spec's example quota: (window, requests, seconds).
 RATE_LIMITS = (("minute", 60, 60), ("hour", 3000, 3600), ("day", 50000, 86400))
-STREAM_AFTER = 1 << 20  # bodies bigger than this go out chunked, as they are generated
-BILLING_ROUTES = {
-    "": None,
-    "/pods": billing.POD,
-    "/network-volumes": billing.NETWORK_VOLUME,
-    "/serverless": billing.SERVERLESS,
-    "/endpoints": billing.ENDPOINT,
-    "/clusters": billing.CLUSTER,
-}
+# Bodies bigger than this go out chunked, as they are generated; smaller ones with a length
+# (clients read those faster). Either way a response never holds more than this in memory.
+STREAM_AFTER = 8 << 20
 
 
 @dataclass
@@ -55,22 +50,6 @@ class Fault:
 
     def matches(self, method: str, path: str) -> bool:
         return path.startswith(self.path_prefix) and self.method in (None, method)
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes | Iterator[bytes] = b""
-    content_type: str = JSON
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def _json(status: int, value: Any) -> Response:
-    return Response(status, render.dumps(value))
-
-
-def _problem(status: int, detail: str, errors: list[str] | None = None) -> Response:
-    return Response(status, render.dumps(render.problem(status, detail, errors)), PROBLEM)
 
 
 class RateCounter:
@@ -98,117 +77,6 @@ class RateCounter:
                     wait = max(wait or 0, reset)
                 states.append(f'"{name}";r={max(quota - used, 0)};t={reset}')
         return {"RateLimit": ", ".join(states), "RateLimit-Policy": self.policy}, wait
-
-
-class _Routes:
-    """Method tables of the /v2 routes; each handler takes (match, params, body)."""
-
-    def __init__(self, state: SimState):
-        self.state = state
-        one = r"/(?P<id>[^/]+)"
-        billing_routes = "(?P<product>|/pods|/network-volumes|/serverless|/endpoints|/clusters)"
-        table = [
-            ("/v2/pods", {"GET": self.list_pods, "POST": self.create_pod}),
-            ("/v2/pods" + one, {"GET": self.get_pod, "DELETE": self.delete_pod}),
-            ("/v2/pods" + one + "/action", {"POST": self.pod_action}),
-            ("/v2/network-volumes", {"GET": self.list_volumes, "POST": self.create_volume}),
-            ("/v2/network-volumes" + one, {"GET": self.get_volume, "DELETE": self.delete_volume}),
-            ("/v2/serverless", {"GET": self.list_endpoints}),
-            ("/v2/serverless" + one, {"GET": self.get_endpoint}),
-            ("/v2/clusters", {"GET": self.list_clusters}),
-            ("/v2/clusters" + one, {"GET": self.get_cluster}),
-            ("/v2/clusters" + one + "/pods", {"GET": self.cluster_pods}),
-            ("/v2/catalog/gpus", {"GET": self.list_gpu_types}),
-            ("/v2/catalog/gpus" + one, {"GET": self.get_gpu_type}),
-            ("/v2/billing" + billing_routes, {"GET": self.billing}),
-        ]
-        self.table = [(re.compile(pattern + "/?"), methods) for pattern, methods in table]
-
-    def find(self, path: str) -> tuple[re.Match, dict[str, Callable[..., Response]]] | None:
-        for pattern, methods in self.table:
-            match = pattern.fullmatch(path)
-            if match:
-                return match, methods
-        return None
-
-    def list_pods(self, match, params, body) -> Response:
-        include = _flag(params, "includeClusterPods")
-        return _json(200, {"pods": self.state.list_pods(include_cluster_pods=include)})
-
-    def get_pod(self, match, params, body) -> Response:
-        return _json(200, self.state.get_pod(match["id"]))
-
-    def create_pod(self, match, params, body) -> Response:
-        return _json(201, self.state.create_pod(_parse_body(body)))
-
-    def delete_pod(self, match, params, body) -> Response:
-        self.state.pod_action(match["id"], "terminate")
-        return Response(204)
-
-    def pod_action(self, match, params, body) -> Response:
-        request = _parse_body(body)
-        from labgov.runpod import schema  # noqa: PLC0415 - keeps server import light
-
-        problems = schema.errors("PodActionRequest", request)
-        if problems:
-            raise ApiError(422 if isinstance(request, dict) else 400, "invalid action", problems)
-        pod = self.state.pod_action(match["id"], request["action"])
-        return Response(204) if pod is None else _json(200, pod)
-
-    def list_volumes(self, match, params, body) -> Response:
-        return _json(200, {"networkVolumes": self.state.list_volumes()})
-
-    def create_volume(self, match, params, body) -> Response:
-        return _json(201, self.state.create_volume(_parse_body(body)))
-
-    def get_volume(self, match, params, body) -> Response:
-        return _json(200, self.state.get_volume(match["id"]))
-
-    def delete_volume(self, match, params, body) -> Response:
-        self.state.delete_volume(match["id"])
-        return Response(204)
-
-    def list_endpoints(self, match, params, body) -> Response:
-        return _json(200, {"endpoints": self.state.list_endpoints()})
-
-    def get_endpoint(self, match, params, body) -> Response:
-        return _json(200, self.state.get_endpoint(match["id"]))
-
-    def list_clusters(self, match, params, body) -> Response:
-        return _json(200, {"clusters": self.state.list_clusters()})
-
-    def get_cluster(self, match, params, body) -> Response:
-        return _json(200, self.state.get_cluster(match["id"]))
-
-    def cluster_pods(self, match, params, body) -> Response:
-        return _json(200, {"pods": self.state.cluster_pods(match["id"])})
-
-    def list_gpu_types(self, match, params, body) -> Response:
-        return _json(200, {"gpus": self.state.gpu_types()})
-
-    def get_gpu_type(self, match, params, body) -> Response:
-        return _json(200, self.state.gpu_type(match["id"]))
-
-    def billing(self, match, params, body) -> Response:
-        product = BILLING_ROUTES[match["product"]]
-        try:
-            return Response(200, self.state.billing_body(product, params))
-        except billing.QueryError as error:
-            raise ApiError(400, str(error)) from None
-
-
-def _flag(params: dict[str, str], name: str) -> bool:
-    value = params.get(name, "false").lower()
-    if value not in ("true", "false", "1", "0"):
-        raise ApiError(400, f"{name} must be true or false, not {params[name]!r}")
-    return value in ("true", "1")
-
-
-def _parse_body(body: bytes) -> Any:
-    try:
-        return json.loads(body or b"null")
-    except ValueError as error:
-        raise ApiError(400, f"the request body is not JSON: {error}") from None
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -269,25 +137,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         simulator: SimulatorServer = self.server.simulator
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = self._read_body()
         url = urlsplit(self.path)
         path = unquote(url.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
         if path.startswith("/_sim/") or path == "/_sim":
             self._send(simulator.control(method, path, body, self.headers.get("Authorization")))
             return
+        if not path.startswith("/v2/"):
+            self._send(problem_response(404, f"no route {path}; the API is under /v2"))
+            return
         simulator.record(method, self.path)
         refused = simulator.authorized(self.headers.get("Authorization"))
         if refused is not None:
-            self._send(_problem(401, refused))
+            self._send(problem_response(401, refused))
             return
         limit_headers, wait = simulator.rate.hit()
         fault = simulator.take_fault(method, path)
         if fault is not None and fault.kind == "slow":
             time.sleep(fault.delay)
         if wait is not None:
-            response = _problem(429, "rate limit exceeded")
+            response = problem_response(429, "rate limit exceeded")
             response.headers["Retry-After"] = str(wait)
         elif fault is not None and fault.kind in ("429", "500", "503"):
             response = self._fault_response(fault)
@@ -305,6 +175,20 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(response)
 
+    def _read_body(self) -> bytes:
+        # Read the whole body whatever its framing, so the next request on a kept-alive
+        # connection starts where it should.
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return body
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
     def _fault_response(self, fault: Fault) -> Response:
         status = int(fault.kind)
         details = {
@@ -312,7 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
             500: "internal error (injected)",
             503: "service unavailable (injected)",
         }
-        response = _problem(status, details[status])
+        response = problem_response(status, details[status])
         if status == 429:
             response.headers["Retry-After"] = str(fault.retry_after)
         return response
@@ -341,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
             for piece in body:
                 first.append(piece)
                 size += len(piece)
-                if size > STREAM_AFTER:
+                if size > self.server.simulator.stream_after:
                     break
             else:
                 response.body = b"".join(first)
@@ -349,7 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         except Exception:  # noqa: BLE001 - nothing sent yet: answer 500, keep serving
             traceback.print_exc(file=sys.stderr)
-            self._send(_problem(500, "simulator error while building the response"))
+            self._send(problem_response(500, "simulator error while building the response"))
             return
         self._head(response, None)
         try:
@@ -382,7 +266,12 @@ class SimulatorServer:
             httpx.get(sim.base_url + "/v2/pods", headers={"Authorization": "Bearer sim-key"})
 
     `now` is a UTC-aware datetime, "wall" for the real clock, or None for the scenario's own
-    `now`. The clock only moves when told (`set_now`, `advance`) unless it is "wall".
+    `now`. The clock only moves when told (`set_now`, `advance`) unless it is "wall"; then the
+    scenario is first shifted by whole hours so that its history ends at the real now.
+
+    The RateLimit headers count real requests against `rate_limits` (the spec's example quota
+    by default) but only refuse with 429 when `enforce_rate_limits` is set, so that tests and
+    benchmarks meet 429s only where they inject them.
     """
 
     def __init__(
@@ -395,16 +284,24 @@ class SimulatorServer:
         port: int = 0,
         rate_limits: tuple[tuple[str, int, int], ...] = RATE_LIMITS,
         enforce_rate_limits: bool = False,
+        stream_after: int = STREAM_AFTER,
+        warm_up: bool = True,
         log: Callable[[str], None] | None = None,
     ):
         self.scenario = scenario if scenario is not None else load_scenario("default")
+        if now == "wall":
+            self.scenario = self.scenario.anchored(dt.datetime.now(dt.UTC))
+        elif now is not None and not isinstance(now, dt.datetime):
+            raise ValueError(f'now must be a datetime, "wall" or None, not {now!r}')
         self.api_key = api_key
         self.state = SimState(self.scenario, now)
         self.host = host
         self.rate = RateCounter(rate_limits, enforce_rate_limits)
         self.log = log
+        self.stream_after = stream_after
+        self.warm_up = warm_up
         self._port = port
-        self._routes = _Routes(self.state)
+        self._routes = Routes(self.state)
         self._faults: list[Fault] = []
         self._requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
@@ -424,6 +321,10 @@ class SimulatorServer:
                 daemon=True,
             )
             self._thread.start()
+            if self.warm_up:
+                threading.Thread(
+                    target=self.state.warm_up, name="simulator-warm-up", daemon=True
+                ).start()
         return self
 
     def stop(self) -> None:
@@ -524,39 +425,39 @@ class SimulatorServer:
     def api(self, method: str, path: str, params: dict[str, str], body: bytes) -> Response:
         found = self._routes.find(path)
         if found is None:
-            return _problem(404, f"no route {path}")
+            return problem_response(404, f"no route {path}")
         match, methods = found
         handler = methods.get(method)
         if handler is None:
-            response = _problem(405, f"{method} is not allowed on {path}")
+            response = problem_response(405, f"{method} is not allowed on {path}")
             response.headers["Allow"] = ", ".join(methods)
             return response
         try:
             return handler(match, params, body)
         except ApiError as error:
-            return _problem(error.status, error.detail, error.errors)
+            return problem_response(error.status, error.detail, error.errors)
         except Exception:  # noqa: BLE001 - a simulator bug is a 500, not a dead server
             traceback.print_exc(file=sys.stderr)
-            return _problem(500, "simulator error")
+            return problem_response(500, "simulator error")
 
     def control(self, method: str, path: str, body: bytes, authorization: str | None) -> Response:
         """/_sim/ routes: state, clock, faults, balance, requests."""
         reason = self.authorized(authorization)
         if reason is not None:
-            return _problem(401, reason)
+            return problem_response(401, reason)
         try:
             return self._control(method, path.rstrip("/"), body)
         except (ApiError, ValueError, TypeError, KeyError, InvalidOperation) as error:
             status = error.status if isinstance(error, ApiError) else 400
-            return _problem(status, str(error))
+            return problem_response(status, str(error))
 
     def _control(self, method: str, path: str, body: bytes) -> Response:
-        data = _parse_body(body) if body else {}
+        data = parse_body(body) if body else {}
         if path == "/_sim/state" and method == "GET":
             summary = self.state.summary()
             summary["faults"] = [asdict(f) for f in self.faults]
             summary["requestCount"] = len(self.requests)
-            return _json(200, summary)
+            return json_response(200, summary)
         if path == "/_sim/clock" and method == "POST":
             if "now" in data:
                 moment = dt.datetime.fromisoformat(data["now"])
@@ -568,7 +469,7 @@ class SimulatorServer:
                     hours=float(data.get("advance_hours", 0)),
                     seconds=float(data.get("advance_seconds", 0)),
                 )
-            return _json(200, {"now": self.state.now.isoformat()})
+            return json_response(200, {"now": self.state.now.isoformat()})
         if path == "/_sim/faults":
             if method == "POST":
                 fault = self.inject_fault(
@@ -579,19 +480,21 @@ class SimulatorServer:
                     delay=float(data.get("delay", 1.0)),
                     method=data.get("method"),
                 )
-                return _json(201, asdict(fault))
+                return json_response(201, asdict(fault))
             if method == "DELETE":
                 self.clear_faults()
                 return Response(204)
             if method == "GET":
-                return _json(200, {"faults": [asdict(f) for f in self.faults]})
+                return json_response(200, {"faults": [asdict(f) for f in self.faults]})
         if path == "/_sim/balance" and method == "POST":
             self.state.set_balance(Decimal(str(data["balanceUsd"])))
-            return _json(200, {"balanceUsd": self.state.balance_usd})
+            return json_response(200, {"balanceUsd": self.state.balance_usd})
         if path == "/_sim/requests":
             if method == "GET":
-                return _json(200, {"requests": [list(r) for r in self.requests]})
+                return json_response(200, {"requests": [list(r) for r in self.requests]})
             if method == "DELETE":
                 self.clear_requests()
                 return Response(204)
-        return _problem(404 if method in ("GET", "POST", "DELETE") else 405, f"no route {path}")
+        return problem_response(
+            404 if method in ("GET", "POST", "DELETE") else 405, f"no route {path}"
+        )

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from labgov.runpod import schema
-from labgov.runpod.simulator import billing, meters, render
+from labgov.runpod.simulator import billing, meters, records, render, windows
 from labgov.runpod.simulator.billing import AnyMeter, Meter, Product
 from labgov.runpod.simulator.scenario import (
     ClusterSpec,
@@ -366,20 +366,31 @@ class SimState:
                 return list(self._volume_meters)
             return list(self._fixed_meters[product.kind])
 
+    def warm_up(self) -> None:
+        """Work out every hour cut by an edge up to now, so no billing request has to.
+
+        Those hours are the costly part of a first request over history; the server does this
+        in a background thread while the first client is busy with what it received.
+        """
+        now = self.now_epoch()
+        for product in (billing.POD, billing.NETWORK_VOLUME):
+            for meter in self.meters(product):
+                meter.runs(meter.start - meter.start % 3600, now, now)
+
     def billing_body(self, product: Product | None, params: dict[str, str]) -> Iterator[bytes]:
         """The JSON body of a billing route, in pieces; `product` None is the whole account.
 
-        Raises billing.QueryError for a query the API answers with 400.
+        Raises windows.QueryError for a query the API answers with 400.
         """
         with self._lock:
             now = self._clock.now()
-            window = billing.resolve_window(params, now)
+            window = windows.resolve_window(params, now)
             if product is None:
                 every = [m for p in billing.PRODUCTS for m in self.meters(p)]
-                return billing.account_billing(every, window, now)
+                return records.account_billing(every, window, now)
             found = self.meters(product)
         id_filter = params.get(product.id_field) if product.id_field else None
-        return billing.resource_billing(product, found, window, now, id_filter)
+        return records.resource_billing(product, found, window, now, id_filter)
 
     # Helpers (called with the lock held).
 

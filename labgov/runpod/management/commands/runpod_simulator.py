@@ -38,9 +38,7 @@ class Command(BaseCommand):
         except (OSError, ValueError, KeyError) as error:
             raise CommandError(f"cannot load scenario {options['scenario']!r}: {error}") from None
         now = options["now"]
-        if now == "wall":
-            scenario = scenario.anchored(dt.datetime.now(dt.UTC))
-        elif now is not None:
+        if now not in (None, "wall"):
             try:
                 now = dt.datetime.fromisoformat(now)
             except ValueError:
