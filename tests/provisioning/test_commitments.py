@@ -54,7 +54,6 @@ def _bill(resource, hours, amount, start=None):
     records = [
         BillingRecord(
             resource=resource,
-            account=resource.account,
             kind=resource.kind,
             bucket_start=start + dt.timedelta(hours=i),
             bucket_end=start + dt.timedelta(hours=i + 1),
@@ -64,7 +63,7 @@ def _bill(resource, hours, amount, start=None):
         for i in range(hours)
     ]
     BillingRecord.objects.bulk_create(records)
-    usage_reconcile(days={r.bucket_start.date() for r in records})
+    usage_reconcile(account=resource.account, days={r.bucket_start.date() for r in records})
 
 
 def _figures(world):
