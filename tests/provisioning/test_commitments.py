@@ -127,38 +127,24 @@ def test_reconcile_touches_only_requests_with_money_committed(submitted, world):
     assert not LedgerEntry.objects.exists()
 
 
-def test_sync_calls_reconcile(submitted, world, monkeypatch):
+def test_sync_calls_reconcile(world, monkeypatch):
     """The one call added to the sync: a successful sync ends by reconciling."""
     import labgov.provisioning.services as services
-    from labgov.runpod import sync
+    from labgov.runpod.client import RunpodClient
+    from labgov.runpod.simulator import SimulatorServer, load_scenario
+    from labgov.runpod.sync import account_sync
 
     calls = []
     monkeypatch.setattr(services, "commitments_reconcile", lambda: calls.append(1) or 0)
-
-    class FakeClient:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def list_pods(self, include_cluster_pods=True):
-            return []
-
-        list_network_volumes = list_endpoints = list_clusters = list_gpu_types = lambda self: []
-
-        def billing_records(self, kind, *, start, end):
-            return []
-
-        def account_billing(self, *, start, end):
-            return []
-
-    account = RunpodAccountFactory(institution=world.institution)
-    run = sync.account_sync(
-        account_id=account.pk,
-        start=timezone.now() - dt.timedelta(hours=2),
-        client_factory=lambda a: FakeClient(),
-    )
+    key = "sim-key-reconcile"
+    with SimulatorServer(scenario=load_scenario("empty"), api_key=key) as sim:
+        account = RunpodAccountFactory(institution=world.institution, base_url=sim.base_url)
+        run = account_sync(
+            account_id=account.pk,
+            start=sim.state.now - dt.timedelta(hours=2),
+            end=sim.state.now,
+            client_factory=lambda a: RunpodClient(base_url=sim.base_url, api_key=key),
+        )
     assert run.status == "succeeded", run.error
     assert calls == [1]
     assert run.counts["commitments_released"] == 0
