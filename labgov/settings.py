@@ -230,3 +230,7 @@ CELERY_BEAT_SCHEDULE["provisioning-expire"] = {
     "task": "labgov.provisioning.tasks.expire_requests",
     "schedule": 3600,
 }
+CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
+    "task": "labgov.provisioning.tasks.resume_provisioning",
+    "schedule": 300,
+}

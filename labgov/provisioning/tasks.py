@@ -15,3 +15,10 @@ def expire_requests() -> int:
     from labgov.provisioning.services import requests_expire
 
     return requests_expire()
+
+
+@shared_task
+def resume_provisioning() -> int:
+    from labgov.provisioning.services import provisioning_resume
+
+    return provisioning_resume()

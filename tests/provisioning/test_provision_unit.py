@@ -222,3 +222,24 @@ def test_pod_body_volume_disk(world, draft):
     assert body["mounts"] == {"persistent": {"size": 50, "path": "/workspace"}}
     assert body["dataCenterIds"] == ["EU-RO-1"]
     assert body["disk"] == 1  # Runpod needs at least 1 GB of container disk
+
+
+def test_requests_left_provisioning_are_resumed(world, approved, account, monkeypatch):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from labgov.provisioning.services import provisioning_resume
+    from labgov.provisioning.tasks import provision_request
+
+    req = approved()  # provisioning, its task never ran (no commit in this test)
+    queued = []
+    monkeypatch.setattr(provision_request, "delay", queued.append)
+    assert provisioning_resume() == 0  # too fresh: its task may still be on its way
+    later = timezone.now() + dt.timedelta(minutes=11)
+    assert provisioning_resume(now=later) == 1
+    assert queued == [req.pk]
+    ProvisioningRequest.objects.filter(pk=req.pk).update(
+        provision_claimed_until=later + dt.timedelta(minutes=5)
+    )
+    assert provisioning_resume(now=later) == 0  # a worker holds it

@@ -369,9 +369,12 @@ def test_expire_command(submitted, world):
     out = StringIO()
     with time_machine.travel(timezone.now() + dt.timedelta(days=30)):
         call_command("expire_provisioning_requests", stdout=out)
-    assert "Expired 1 request(s)." in out.getvalue()
+    assert "Expired 1 request(s); resumed 0." in out.getvalue()
 
 
-def test_expire_task_is_scheduled(settings):
-    schedule = settings.CELERY_BEAT_SCHEDULE["provisioning-expire"]
-    assert schedule["task"] == "labgov.provisioning.tasks.expire_requests"
+def test_periodic_tasks_are_scheduled(settings):
+    schedule = settings.CELERY_BEAT_SCHEDULE
+    assert schedule["provisioning-expire"]["task"] == "labgov.provisioning.tasks.expire_requests"
+    assert (
+        schedule["provisioning-resume"]["task"] == "labgov.provisioning.tasks.resume_provisioning"
+    )

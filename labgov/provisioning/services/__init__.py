@@ -3,6 +3,7 @@
 from labgov.provisioning.services.commitments import commitments_reconcile
 from labgov.provisioning.services.policies import policy_save
 from labgov.provisioning.services.provision import (
+    provisioning_resume,
     provisioning_retry,
     provisioning_run,
     request_mark_provisioned,
@@ -23,6 +24,7 @@ __all__ = [
     "assess",
     "commitments_reconcile",
     "policy_save",
+    "provisioning_resume",
     "provisioning_retry",
     "provisioning_run",
     "request_approve",

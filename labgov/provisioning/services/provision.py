@@ -74,6 +74,27 @@ def provisioning_retry(*, actor, req: ProvisioningRequest) -> ProvisioningReques
     return req
 
 
+def provisioning_resume(*, now: dt.datetime | None = None) -> int:
+    """Enqueue again the requests left provisioning with no live claim: a worker that died
+    mid-attempt, or a task lost before it ran. Safe: a run claims the request first, and it
+    looks for what an earlier attempt created before creating anything."""
+    from labgov.provisioning.tasks import provision_request
+
+    now = now or timezone.now()
+    grace = now - dt.timedelta(seconds=settings.LABGOV_PROVISION_CLAIM_SECONDS)
+    stuck = list(
+        ProvisioningRequest.objects.filter(state=S.PROVISIONING)
+        .filter(
+            Q(provision_claimed_until__lt=now)
+            | Q(provision_claimed_until__isnull=True, updated_at__lt=grace)
+        )
+        .values_list("pk", flat=True)
+    )
+    for pk in stuck:
+        provision_request.delay(pk)
+    return len(stuck)
+
+
 def explain(exc: RunpodError) -> str:
     """A Runpod failure in words for the requester and the approver."""
     if isinstance(exc, RunpodInsufficientBalance):
