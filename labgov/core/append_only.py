@@ -72,3 +72,24 @@ def append_only_trigger_operations(table: str):
                 schema_editor.execute(f"DROP TRIGGER IF EXISTS {table}_no_{op}")
 
     return [migrations.RunPython(forwards, backwards)]
+
+
+def ensure_sqlite_triggers(using: str = "default") -> None:
+    """SQLite rebuilds a table for most schema changes and drops its triggers with it, so
+    after every migrate the append-only triggers are put back (PostgreSQL keeps them)."""
+    from django.apps import apps
+    from django.db import connections
+
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        return
+    with connection.cursor() as cursor:
+        for model in apps.get_models():
+            if not issubclass(model, AppendOnlyModel):
+                continue
+            table = model._meta.db_table
+            for op in ("UPDATE", "DELETE"):
+                cursor.execute(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_no_{op.lower()} BEFORE {op} ON {table} "
+                    f"BEGIN SELECT RAISE(ABORT, 'append-only table {table}: {op} refused'); END;"
+                )

@@ -191,26 +191,42 @@ def _pg_stage() -> None:
             ) ON COMMIT DELETE ROWS
             """
         )
+        # Emptied at each commit; a second kind in the same slice starts afresh.
         cursor.execute(f"TRUNCATE {_STAGE}")
+
+
+# The amounts each kind's records carry; the rest are stored as 0.
+KIND_AMOUNTS = {
+    BillingKind.POD: ["gpuAmount", "cpuAmount", "diskAmount"],
+    BillingKind.NETWORK_VOLUME: ["standardAmount", "highPerformanceAmount"],
+    BillingKind.SERVERLESS: ["gpuAmount", "cpuAmount", "diskAmount", "feeAmount"],
+    BillingKind.CLUSTER: ["gpuAmount", "diskAmount", "networkingAmount"],
+    BillingKind.ENDPOINT: [],
+}
 
 
 def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
     _, id_field = BILLING_ENDPOINTS[kind]
     resource_kind = KIND_OF[kind]
-    rid_expr = f'r."{id_field}"' if id_field else "''"
-    columns = ", ".join(f'"{name}" numeric' for name in _AMOUNT_NAMES)
-    id_column = f'"{id_field}" text, ' if id_field else ""
+    amounts = ["totalAmount", *KIND_AMOUNTS[kind]]
+    declared = ", ".join(
+        ([f'"{id_field}" text'] if id_field else [])
+        + ['"startTime" timestamptz', '"endTime" timestamptz']
+        + [f'"{name}" numeric' for name in amounts]
+    )
+    rid = f'r."{id_field}"' if id_field else "''"
+    stage_columns = ", ".join(["rid", "bucket_start", "bucket_end", *(f'"{n}"' for n in amounts)])
     _pg_stage()
     with connection.cursor() as cursor:
+        # Commits of a sync need not wait for the disk: a sync lost in a crash is redone by
+        # the next one, which rewrites the same rows.
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
         try:
             cursor.execute(
                 f"""
-                INSERT INTO {_STAGE}
-                SELECT {rid_expr}, r."startTime", r."endTime",
-                       {", ".join(f'r."{name}"' for name in _AMOUNT_NAMES)}
-                FROM json_to_recordset((%s::json) -> 'records') AS r(
-                    {id_column}"startTime" timestamptz, "endTime" timestamptz, {columns}
-                )
+                INSERT INTO {_STAGE} ({stage_columns})
+                SELECT {rid}, r."startTime", r."endTime", {", ".join(f'r."{n}"' for n in amounts)}
+                FROM json_to_recordset((%s::json) -> 'records') AS r({declared})
                 """,
                 [body.decode()],
             )
@@ -255,27 +271,40 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
             f"b.{col} IS DISTINCT FROM EXCLUDED.{col}"
             for col in [*AMOUNT_COLUMNS, "bucket_end", "allocation_id"]
         )
+        values = ", ".join(
+            f'coalesce(s."{name}", 0)' if name in amounts else "0" for name in COMPONENT_COLUMNS
+        )
+        # Each resource's assignments as [starts_at, next start) pieces, hash-joined to the
+        # records: the latest assignment starting at or before a bucket decides it.
         cursor.execute(
             f"""
+            WITH res AS (
+                SELECT id, runpod_id FROM runpod_resource WHERE account_id = %s AND kind = %s
+            ),
+            timeline AS (
+                SELECT a.resource_id, a.allocation_id, a.starts_at,
+                       lead(a.starts_at) OVER (
+                           PARTITION BY a.resource_id ORDER BY a.starts_at, a.id
+                       ) AS ends_at
+                FROM runpod_assignment a JOIN res ON res.id = a.resource_id
+            )
             INSERT INTO runpod_billingrecord AS b (
                 resource_id, bucket_start, kind, bucket_end, {", ".join(AMOUNT_COLUMNS)},
                 allocation_id, synced_at)
-            SELECT res.id, s.bucket_start, %s, s.bucket_end, s."totalAmount",
-                   {", ".join(f'coalesce(s."{name}", 0)' for name in COMPONENT_COLUMNS)},
-                   (SELECT a.allocation_id FROM runpod_assignment a
-                    WHERE a.resource_id = res.id AND a.starts_at <= s.bucket_start
-                    ORDER BY a.starts_at DESC, a.id DESC LIMIT 1),
-                   now()
+            SELECT res.id, s.bucket_start, %s, s.bucket_end, s."totalAmount", {values},
+                   t.allocation_id, now()
             FROM {_STAGE} s
-            JOIN runpod_resource res
-              ON res.account_id = %s AND res.kind = %s AND res.runpod_id = s.rid
+            JOIN res ON res.runpod_id = s.rid
+            LEFT JOIN timeline t
+              ON t.resource_id = res.id AND t.starts_at <= s.bucket_start
+             AND (t.ends_at IS NULL OR s.bucket_start < t.ends_at)
             ON CONFLICT (resource_id, bucket_start) DO UPDATE SET
                 {", ".join(f"{c} = EXCLUDED.{c}" for c in AMOUNT_COLUMNS)},
-                kind = EXCLUDED.kind, bucket_end = EXCLUDED.bucket_end,
-                allocation_id = EXCLUDED.allocation_id, synced_at = EXCLUDED.synced_at
+                bucket_end = EXCLUDED.bucket_end, allocation_id = EXCLUDED.allocation_id,
+                synced_at = EXCLUDED.synced_at
             WHERE {changed}
             """,
-            [resource_kind, account.pk, resource_kind],
+            [account.pk, resource_kind, resource_kind],
         )
     return count
 

@@ -137,7 +137,7 @@ def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
         (r.kind, r.runpod_id): r
         for r in Resource.objects.filter(account=account).exclude(kind=ResourceKind.ENDPOINT)
     }
-    to_create, to_update = [], []
+    to_create, to_update, seen_ids = [], [], []
     for key, fields in fetched.items():
         resource = existing.get(key)
         if resource is None:
@@ -153,11 +153,16 @@ def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
                 )
             )
             continue
+        seen_ids.append(resource.pk)
+        changed = resource.gone_at is not None or any(
+            getattr(resource, name) != value for name, value in fields.items()
+        )
+        if not changed:
+            continue
         if resource.status != fields["status"] or resource.gone_at is not None:
             resource.status_changed_at = now
         for name, value in fields.items():
             setattr(resource, name, value)
-        resource.last_seen_at = now
         resource.gone_at = None
         to_update.append(resource)
     gone = []
@@ -182,7 +187,7 @@ def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
     )
     return {
         "resources_new": len(to_create),
-        "resources_seen": len(to_update),
+        "resources_changed": len(to_update),
         "resources_gone": len(gone),
     }
 

@@ -184,15 +184,12 @@ def resource_list(request):
 def unattributed_queue(request):
     queue = unattributed_queue_for_user(request.user)
     page = Paginator(queue, 50).get_page(request.GET.get("page"))
-    allocations = allocations_assignable_by(request.user)
+    # The choices are read once and reused in every row's form.
+    choices = [(a.pk, str(a)) for a in allocations_assignable_by(request.user)]
     return render(
         request,
         "runpod/unattributed.html",
-        {
-            "page": page,
-            "form": AssignForm(allocations=allocations),
-            "can_assign": allocations.exists(),
-        },
+        {"page": page, "choices": choices, "can_assign": bool(choices)},
     )
 
 

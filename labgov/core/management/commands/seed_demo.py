@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from labgov.accounts.models import Institution, Lab, Role, User
 from labgov.accounts.services import institution_create, lab_create, membership_grant
-from labgov.funding.models import FundingSource, LedgerEntry
-from labgov.funding.services import allocation_create, funding_source_create, ledger_post
+from labgov.funding.models import FundingSource
+from labgov.funding.services import allocation_create, funding_source_create
 
 DEMO_SLUG = "northfield"
+SIM_ACCOUNT = "Northfield Runpod (simulator)"
 DEMO_PASSWORD = "labgov-demo"  # noqa: S105 - printed for the demo, never used in production
 
 PEOPLE = [
@@ -35,16 +36,50 @@ PEOPLE = [
 class Command(BaseCommand):
     help = "Seed the demo institution (idempotent) and print the demo logins."
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--simulator",
+            metavar="URL",
+            help="connect the demo institution to a Runpod simulator at URL and sync it",
+        )
+
+    def handle(self, *args, simulator=None, **options):
         if Institution.objects.filter(slug=DEMO_SLUG).exists():
             self.stdout.write("Demo institution exists already; nothing to seed.")
         else:
             self._seed()
             self.stdout.write(self.style.SUCCESS("Seeded the demo institution."))
+        if simulator:
+            self._connect_simulator(simulator)
         self._print_logins()
 
+    def _connect_simulator(self, url: str) -> None:
+        from labgov.runpod.models import RunpodAccount, SyncRun
+        from labgov.runpod.services import account_connect
+        from labgov.runpod.sync import account_sync
+
+        institution = Institution.objects.get(slug=DEMO_SLUG)
+        account = RunpodAccount.objects.filter(institution=institution, name=SIM_ACCOUNT).first()
+        if account is None:
+            account = account_connect(
+                actor=None,
+                institution=institution,
+                name=SIM_ACCOUNT,
+                api_key="sim-key",
+                base_url=url,
+            )
+        elif account.base_url != url.rstrip("/"):
+            account.base_url = url.rstrip("/")
+            account.save(update_fields=["base_url"])
+        self.stdout.write(f"Syncing {account.name} from {url} …")
+        run = account_sync(account_id=account.pk, trigger=SyncRun.Trigger.COMMAND)
+        if run.status == SyncRun.Status.SUCCEEDED:
+            self.stdout.write(self.style.SUCCESS(f"Synced {run.counts.get('records', 0)} records."))
+        else:
+            self.stdout.write(self.style.WARNING(f"Sync {run.status}: {run.error}"))
+
     @transaction.atomic
-    def _seed(self) -> None:
+    def _seed(self) -> dict:
         today = timezone.now().date()
         institution = institution_create(actor=None, name="Northfield University", slug=DEMO_SLUG)
         labs = {
@@ -197,33 +232,7 @@ class Command(BaseCommand):
             start_date=course.start_date,
             end_date=course.end_date,
         )
-        # Opening balances so the demo shows figures before the first sync.
-        for key, committed, spent in [
-            ("sam", "1200.00", "14850.35"),
-            ("kim", "2500.00", "6120.80"),
-            ("raj", "0", "3875.12"),
-            ("tara", "0", "41.27"),
-        ]:
-            allocation = alloc[key]
-            if Decimal(committed):
-                ledger_post(
-                    actor=None,
-                    funding_source=allocation.funding_source,
-                    allocation=allocation,
-                    kind=LedgerEntry.Kind.COMMITMENT,
-                    amount_usd=Decimal(committed),
-                    memo="demo: approved request",
-                    idempotency_key=f"demo:commit:{key}",
-                )
-            ledger_post(
-                actor=None,
-                funding_source=allocation.funding_source,
-                allocation=allocation,
-                kind=LedgerEntry.Kind.USAGE,
-                amount_usd=Decimal(spent),
-                memo="demo: opening balance",
-                idempotency_key=f"demo:usage:{key}",
-            )
+        return users
 
     def _print_logins(self) -> None:
         self.stdout.write(f"\nDemo logins (password for all: {DEMO_PASSWORD}):")

@@ -1,0 +1,194 @@
+"""Sync benchmark: a generated Runpod account (500 pods, 200 network volumes, 90 days of hourly
+billing, about a million records) synced from the simulator into PostgreSQL, against a plain
+psycopg COPY of the same rows into a scratch table.
+
+    .venv/bin/python bench/sync_bench.py [--pods 500] [--volumes 200] [--days 90]
+
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth). It creates and drops the
+database `labgov_bench`. The simulator runs in its own process, as Runpod would, so its work
+does not count against the sync's time or memory. Reports records/s, the peak resident memory
+of the syncing process, and the ratio of the sync's rate to COPY's (target: at least 0.5).
+"""
+
+import argparse
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DB = "labgov_bench"
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit("the simulator exited before answering")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    sys.exit("the simulator did not answer")
+
+
+def _recreate_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB}")
+        conn.execute(f"CREATE DATABASE {DB}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pods", type=int, default=500)
+    parser.add_argument("--volumes", type=int, default=200)
+    parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--slice-hours", type=int, default=24)
+    args = parser.parse_args()
+
+    os.environ.update(
+        DEBUG="1",
+        DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{DB}",
+        LABGOV_SYNC_FIRST_DAYS=str(args.days + 1),
+        LABGOV_SYNC_SLICE_HOURS=str(args.slice_hours),
+        LOG_LEVEL="WARNING",
+    )
+    _recreate_database()
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, check=True
+    )
+    port = _free_port()
+    scenario = f"generated:pods={args.pods},volumes={args.volumes},days={args.days},seed=1"
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "runpod_simulator",
+            "--port",
+            str(port),
+            "--scenario",
+            scenario,
+            "--now",
+            "wall",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(port, sim)
+        result = _run(port)
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    print(json.dumps(result, indent=2))
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"sync-{time.strftime('%Y%m%dT%H%M%S')}.json").write_text(json.dumps(result, indent=2))
+
+
+def _run(port: int) -> dict:
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "labgov.settings")
+    django.setup()
+    from django.db import connection
+
+    from labgov.accounts.services import institution_create
+    from labgov.runpod.models import BillingRecord
+    from labgov.runpod.services import account_connect
+    from labgov.runpod.sync import account_sync
+
+    institution = institution_create(actor=None, name="Bench University")
+    account = account_connect(
+        actor=None,
+        institution=institution,
+        name="Bench",
+        api_key="sim-key",
+        base_url=f"http://127.0.0.1:{port}",
+    )
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    started = time.perf_counter()
+    run = account_sync(account_id=account.pk)
+    sync_seconds = time.perf_counter() - started
+    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if run.status != "succeeded":
+        sys.exit(f"sync failed: {run.error}")
+    records = run.counts["records"]
+
+    # The same rows, copied plainly into a scratch table: the floor a bulk load can reach.
+    rows = list(
+        BillingRecord.objects.values_list(
+            "resource_id",
+            "bucket_start",
+            "kind",
+            "bucket_end",
+            "total_usd",
+            "gpu_usd",
+            "cpu_usd",
+            "disk_usd",
+            "storage_standard_usd",
+            "storage_high_performance_usd",
+            "fee_usd",
+            "networking_usd",
+            "allocation_id",
+            "synced_at",
+        ).iterator(chunk_size=20000)
+    )
+    raw = connection.connection  # the psycopg connection under Django's
+    with raw.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_scratch")
+        cursor.execute("CREATE TABLE bench_scratch (LIKE runpod_billingrecord INCLUDING DEFAULTS)")
+        raw.commit()
+        started = time.perf_counter()
+        with cursor.copy(
+            "COPY bench_scratch (resource_id, bucket_start, kind, bucket_end, total_usd, gpu_usd,"
+            " cpu_usd, disk_usd, storage_standard_usd, storage_high_performance_usd, fee_usd,"
+            " networking_usd, allocation_id, synced_at) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
+        raw.commit()
+        copy_seconds = time.perf_counter() - started
+        cursor.execute("DROP TABLE bench_scratch")
+        raw.commit()
+
+    # A second sync over the default window (the overlap): what a routine 15-minute run costs.
+    started = time.perf_counter()
+    again = account_sync(account_id=account.pk)
+    resync_seconds = time.perf_counter() - started
+    sync_rate = records / sync_seconds
+    copy_rate = len(rows) / copy_seconds
+    return {
+        "records": records,
+        "stored_rows": len(rows),
+        "sync_seconds": round(sync_seconds, 2),
+        "sync_records_per_s": round(sync_rate),
+        "copy_seconds": round(copy_seconds, 2),
+        "copy_records_per_s": round(copy_rate),
+        "sync_to_copy_ratio": round(sync_rate / copy_rate, 2),
+        "peak_rss_mb": round(rss_peak),
+        "rss_before_sync_mb": round(rss_before),
+        "routine_resync_seconds": round(resync_seconds, 2),
+        "routine_resync_records": again.counts.get("records"),
+        "ledger_entries": run.counts.get("ledger_entries"),
+    }
+
+
+if __name__ == "__main__":
+    main()

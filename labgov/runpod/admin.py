@@ -1,0 +1,84 @@
+from django.contrib import admin
+
+from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
+from labgov.runpod.models import (
+    AccountBillingRecord,
+    Assignment,
+    AttributionRule,
+    GpuType,
+    Resource,
+    RunpodAccount,
+    SyncRun,
+)
+
+# BillingRecord has a composite primary key, which Django's admin does not support; its
+# records are read through the inventory, unattributed and reconciliation pages.
+
+
+@admin.register(RunpodAccount)
+class RunpodAccountAdmin(AuditedAdmin):
+    list_display = ["name", "institution", "lab", "base_url", "api_key_last4", "is_active"]
+    list_filter = ["institution", "is_active"]
+    # The key is entered and replaced in the app, which encrypts it; never shown here.
+    exclude = ["api_key_encrypted", "sync_lock_token"]
+    readonly_fields = ["api_key_last4", "billing_complete_through", "sync_locked_until"]
+
+    def audit_institution_id(self, obj):
+        return obj.institution_id
+
+
+@admin.register(SyncRun)
+class SyncRunAdmin(ReadOnlyAdmin):
+    list_display = ["account", "started_at", "status", "trigger", "phase", "error"]
+    list_filter = ["status", "account"]
+    list_select_related = ["account"]
+
+
+@admin.register(Resource)
+class ResourceAdmin(ReadOnlyAdmin):
+    list_display = [
+        "name",
+        "kind",
+        "runpod_id",
+        "status",
+        "account",
+        "current_allocation",
+        "gone_at",
+    ]
+    list_filter = ["kind", "status", "account"]
+    search_fields = ["name", "runpod_id"]
+    list_select_related = ["account", "current_allocation"]
+    exclude = ["env"]  # may hold values people consider private even after redaction
+
+
+@admin.register(AccountBillingRecord)
+class AccountBillingRecordAdmin(ReadOnlyAdmin):
+    list_display = ["account", "bucket_start", "total_usd"]
+    list_filter = ["account"]
+
+
+@admin.register(GpuType)
+class GpuTypeAdmin(ReadOnlyAdmin):
+    list_display = [
+        "name",
+        "gpu_id",
+        "memory_gb",
+        "secure_price_per_hr_usd",
+        "community_price_per_hr_usd",
+    ]
+
+
+@admin.register(AttributionRule)
+class AttributionRuleAdmin(AuditedAdmin):
+    list_display = ["__str__", "account", "allocation", "lab", "is_active"]
+    list_filter = ["kind", "is_active", "account"]
+
+    def audit_institution_id(self, obj):
+        return obj.account.institution_id
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(ReadOnlyAdmin):
+    list_display = ["resource", "allocation", "starts_at", "source", "created_by"]
+    list_filter = ["source"]
+    list_select_related = ["resource", "allocation", "created_by"]
