@@ -98,8 +98,7 @@ def test_journey_2_request_approve_provision_sync(world, sim, browser, live_serv
     student.fill("#id_bytes_per_param", "14")
     student.fill("#id_write_mb_per_s", "200")
     student.fill("#id_checkpoint_interval_minutes", "60")
-    student.fill("#id_expected_hours", "10")
-    student.press("#id_expected_hours", "Tab")
+    student.fill("#id_expected_hours", "10")  # typing alone updates the estimate
     # The simulator's catalog lists the H100 SXM at $2.69/GPU-h in Secure Cloud.
     total = student.locator("[data-figure=total]")
     total.filter(has_text="$215.20").wait_for()
