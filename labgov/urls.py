@@ -14,6 +14,8 @@ urlpatterns = [
     path("funding/", include("labgov.funding.urls")),
     path("audit/", audit_log, name="audit"),
     path("runpod/", include("labgov.runpod.urls")),
+    path("provisioning/", include("labgov.provisioning.urls")),
+    path("notifications/", include("labgov.notifications.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]
