@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "labgov.dashboard",
     "labgov.runpod",
     "labgov.usage",
+    "labgov.notifications",
+    "labgov.provisioning",
 ]
 
 MIDDLEWARE = [
@@ -200,3 +202,36 @@ LABGOV_PRICE_NETWORK_STANDARD_OVER_TIER = env_decimal(
 # Runpod publishes no high-performance price; this is labgov's assumption until it does.
 LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE = env_decimal("LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE", "0.14")
 LABGOV_NETWORK_TIER_GB = env_int("LABGOV_NETWORK_TIER_GB", 1024, minimum=0)
+
+# Email (see README, "Configuration"). Development prints mail to the console.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be on")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 30, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "labgov <labgov@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Links in emails are this plus the page's path, e.g. https://labgov.example.edu
+LABGOV_BASE_URL = (env_str("LABGOV_BASE_URL", "") or "").rstrip("/")
+
+# Provisioning requests (see README, "Configuration").
+LABGOV_REQUEST_EXPIRE_DAYS = env_int("LABGOV_REQUEST_EXPIRE_DAYS", 14, minimum=1)
+LABGOV_PROVISION_CLAIM_SECONDS = env_int("LABGOV_PROVISION_CLAIM_SECONDS", 600, minimum=30)
+CELERY_BEAT_SCHEDULE["provisioning-expire"] = {
+    "task": "labgov.provisioning.tasks.expire_requests",
+    "schedule": 3600,
+}
+CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
+    "task": "labgov.provisioning.tasks.resume_provisioning",
+    "schedule": 300,
+}

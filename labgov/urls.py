@@ -15,6 +15,8 @@ urlpatterns = [
     path("audit/", audit_log, name="audit"),
     path("runpod/", include("labgov.runpod.urls")),
     path("spend/", include("labgov.dashboard.urls")),
+    path("provisioning/", include("labgov.provisioning.urls")),
+    path("notifications/", include("labgov.notifications.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

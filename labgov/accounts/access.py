@@ -159,6 +159,36 @@ def resources_q(user) -> Q:
     )
 
 
+def provisioning_requests_q(user, *, prefix: str = "") -> Q:
+    """Provisioning requests: all of the institution for its admins and finance (read-only
+    for finance), their labs' for lab admins, and everyone's own."""
+    scope = scope_for(user)
+    return (
+        Q(**{f"{prefix}lab__institution_id__in": scope.money_institutions})
+        | Q(**{f"{prefix}lab_id__in": scope.admin_labs})
+        | Q(**{f"{prefix}requester_id": scope.user_id})
+    )
+
+
+def can_review_requests(user, lab_id: int) -> bool:
+    """Approve, deny, retry and mark provisioned: lab admins of the lab and institution
+    admins. Members never, not even in their own lab; finance never."""
+    return lab_id in scope_for(user).managed_labs
+
+
+def can_edit_policy(user, *, institution_id: int, lab_id: int | None) -> bool:
+    """A lab's policy: its lab admins and the institution's admins; the institution's default:
+    its admins only."""
+    scope = scope_for(user)
+    if lab_id is None:
+        return institution_id in scope.admin_institutions
+    return lab_id in scope.managed_labs
+
+
+def notifications_q(user) -> Q:
+    return Q(recipient_id=scope_for(user).user_id) if user.is_authenticated else Q(pk__in=[])
+
+
 def can_manage_lab(user, lab_id: int) -> bool:
     return lab_id in scope_for(user).managed_labs
 

@@ -10,10 +10,11 @@ Two writers, one contract:
 """
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db import connection
+from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from labgov.runpod.attribution import Timeline, days_between, rules_apply
@@ -177,24 +178,6 @@ def _generic_upsert(account, fetched: dict[BillingKind, list[Record]]) -> int:
 
 # --- the PostgreSQL writer --------------------------------------------------------------------
 
-_STAGE = "labgov_billing_stage"
-_AMOUNT_NAMES = ["totalAmount", *COMPONENT_COLUMNS]
-
-
-def _pg_stage() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (
-                rid text, bucket_start timestamptz, bucket_end timestamptz,
-                {", ".join(f'"{name}" numeric' for name in _AMOUNT_NAMES)}
-            ) ON COMMIT DELETE ROWS
-            """
-        )
-        # Emptied at each commit; a second kind in the same slice starts afresh.
-        cursor.execute(f"TRUNCATE {_STAGE}")
-
-
 # The amounts each kind's records carry; the rest are stored as 0.
 KIND_AMOUNTS = {
     BillingKind.POD: ["gpuAmount", "cpuAmount", "diskAmount"],
@@ -205,9 +188,11 @@ KIND_AMOUNTS = {
 }
 
 
-def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
+def _pg_statement(kind: BillingKind) -> str:
+    """One statement that reads a response body's records, upserts those of known resources
+    with the allocation their timeline gives each bucket, and reports what it saw: the record
+    count, records breaking the contract, and ids of resources not known yet."""
     _, id_field = BILLING_ENDPOINTS[kind]
-    resource_kind = KIND_OF[kind]
     amounts = ["totalAmount", *KIND_AMOUNTS[kind]]
     declared = ", ".join(
         ([f'"{id_field}" text'] if id_field else [])
@@ -215,85 +200,39 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
         + [f'"{name}" numeric' for name in amounts]
     )
     rid = f'r."{id_field}"' if id_field else "''"
-    stage_columns = ", ".join(["rid", "bucket_start", "bucket_end", *(f'"{n}"' for n in amounts)])
-    _pg_stage()
-    with connection.cursor() as cursor:
-        # Commits of a sync need not wait for the disk: a sync lost in a crash is redone by
-        # the next one, which rewrites the same rows.
-        cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        try:
-            cursor.execute(
-                f"""
-                INSERT INTO {_STAGE} ({stage_columns})
-                SELECT {rid}, r."startTime", r."endTime", {", ".join(f'r."{n}"' for n in amounts)}
-                FROM json_to_recordset((%s::json) -> 'records') AS r({declared})
-                """,
-                [body.decode()],
-            )
-        except Exception as exc:  # a body PostgreSQL cannot read: say so, not the SQL error
-            raise RunpodBadResponse(
-                f"Runpod sent {kind.value} billing records labgov cannot read "
-                f"({str(exc).splitlines()[0][:160]})."
-            ) from exc
-        cursor.execute(
-            f"""
-            SELECT count(*),
-                   count(*) FILTER (WHERE rid IS NULL OR bucket_start IS NULL
-                                    OR bucket_end IS NULL OR "totalAmount" IS NULL),
-                   count(*) FILTER (WHERE bucket_end <= bucket_start)
-            FROM {_STAGE}
-            """
-        )
-        count, incomplete, backwards = cursor.fetchone()
-        if incomplete or backwards:
-            raise RunpodBadResponse(
-                f"Runpod sent {kind.value} billing records that break the API contract: "
-                f"{incomplete} without an id, bucket or total, "
-                f"{backwards} ending before they start."
-            )
-        if not count:
-            return 0
-        cursor.execute(
-            f"""
-            SELECT s.rid, max(s.bucket_end) FROM {_STAGE} s
-            WHERE NOT EXISTS (
-                SELECT 1 FROM runpod_resource r
-                WHERE r.account_id = %s AND r.kind = %s AND r.runpod_id = s.rid
-            )
-            GROUP BY s.rid
-            """,
-            [account.pk, resource_kind],
-        )
-        unseen = {(resource_kind, rid): last for rid, last in cursor.fetchall()}
-        if unseen:
-            _ensure_resources(account, set(unseen), unseen)
-        changed = " OR ".join(
-            f"b.{col} IS DISTINCT FROM EXCLUDED.{col}"
-            for col in [*AMOUNT_COLUMNS, "bucket_end", "allocation_id"]
-        )
-        values = ", ".join(
-            f'coalesce(s."{name}", 0)' if name in amounts else "0" for name in COMPONENT_COLUMNS
-        )
-        # Each resource's assignments as [starts_at, next start) pieces, hash-joined to the
-        # records: the latest assignment starting at or before a bucket decides it.
-        cursor.execute(
-            f"""
-            WITH res AS (
-                SELECT id, runpod_id FROM runpod_resource WHERE account_id = %s AND kind = %s
-            ),
-            timeline AS (
-                SELECT a.resource_id, a.allocation_id, a.starts_at,
-                       lead(a.starts_at) OVER (
-                           PARTITION BY a.resource_id ORDER BY a.starts_at, a.id
-                       ) AS ends_at
-                FROM runpod_assignment a JOIN res ON res.id = a.resource_id
-            )
+    values = ", ".join(
+        f'coalesce(s."{name}", 0)' if name in amounts else "0" for name in COMPONENT_COLUMNS
+    )
+    changed = " OR ".join(
+        f"b.{col} IS DISTINCT FROM EXCLUDED.{col}"
+        for col in [*AMOUNT_COLUMNS, "bucket_end", "allocation_id"]
+    )
+    return f"""
+        WITH src AS MATERIALIZED (
+            SELECT {rid} AS rid, r."startTime" AS bucket_start, r."endTime" AS bucket_end,
+                   {", ".join(f'r."{n}"' for n in amounts)}
+            FROM json_to_recordset((%(body)s::json) -> 'records') AS r({declared})
+        ),
+        res AS (
+            SELECT id, runpod_id FROM runpod_resource
+            WHERE account_id = %(account)s AND kind = %(kind)s
+        ),
+        -- Each resource's assignments as [starts_at, next start) pieces, hash-joined to the
+        -- records: the latest assignment starting at or before a bucket decides it.
+        timeline AS (
+            SELECT a.resource_id, a.allocation_id, a.starts_at,
+                   lead(a.starts_at) OVER (
+                       PARTITION BY a.resource_id ORDER BY a.starts_at, a.id
+                   ) AS ends_at
+            FROM runpod_assignment a JOIN res ON res.id = a.resource_id
+        ),
+        written AS (
             INSERT INTO runpod_billingrecord AS b (
                 resource_id, bucket_start, kind, bucket_end, {", ".join(AMOUNT_COLUMNS)},
                 allocation_id, synced_at)
-            SELECT res.id, s.bucket_start, %s, s.bucket_end, s."totalAmount", {values},
+            SELECT res.id, s.bucket_start, %(kind)s, s.bucket_end, s."totalAmount", {values},
                    t.allocation_id, now()
-            FROM {_STAGE} s
+            FROM src s
             JOIN res ON res.runpod_id = s.rid
             LEFT JOIN timeline t
               ON t.resource_id = res.id AND t.starts_at <= s.bucket_start
@@ -303,10 +242,57 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
                 bucket_end = EXCLUDED.bucket_end, allocation_id = EXCLUDED.allocation_id,
                 synced_at = EXCLUDED.synced_at
             WHERE {changed}
-            """,
-            [account.pk, resource_kind, resource_kind],
         )
+        SELECT
+            (SELECT count(*) FROM src),
+            (SELECT count(*) FROM src WHERE rid IS NULL OR bucket_end <= bucket_start),
+            (SELECT coalesce(json_agg(json_build_array(rid, last)), '[]')
+               FROM (SELECT rid, max(bucket_end) AS last FROM src
+                     WHERE rid IS NOT NULL AND rid NOT IN (SELECT runpod_id FROM res)
+                     GROUP BY rid) unknown)
+    """
+
+
+def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
+    resource_kind = KIND_OF[kind]
+    params = {"body": body.decode(), "account": account.pk, "kind": resource_kind}
+    statement = _pg_statement(kind)
+    with connection.cursor() as cursor:
+        # Commits of a sync need not wait for the disk: a sync lost in a crash is redone by
+        # the next one, which rewrites the same rows.
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        count, unseen = _pg_run(cursor, statement, params, kind)
+        if unseen:
+            # Billed but never listed (terminated before the first sync): create them, then
+            # write their records, which the first pass had to leave out.
+            _ensure_resources(
+                account,
+                {(resource_kind, rid) for rid, _ in unseen},
+                {(resource_kind, rid): dt.datetime.fromisoformat(last) for rid, last in unseen},
+            )
+            _pg_run(cursor, statement, params, kind)
     return count
+
+
+def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
+    try:
+        # A savepoint: records breaking the contract leave nothing of this body behind.
+        with transaction.atomic():
+            cursor.execute(statement, params)
+            count, broken, unseen = cursor.fetchone()
+            if broken:
+                raise RunpodBadResponse(
+                    f"Runpod sent {broken} {kind.value} billing records without a resource id "
+                    "or ending before they start."
+                )
+    except (DataError, IntegrityError) as exc:
+        raise RunpodBadResponse(
+            f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
+            f"the API contract ({str(exc).splitlines()[0][:160]})."
+        ) from exc
+    if isinstance(unseen, str):
+        unseen = json.loads(unseen)
+    return count, unseen
 
 
 def account_records_upsert(*, account, records: list[AccountRecord]) -> None:

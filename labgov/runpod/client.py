@@ -198,6 +198,25 @@ class RunpodClient:
                 status=response.status_code,
             ) from exc
 
+    def create_network_volume(self, body: dict) -> NetworkVolume:
+        """POST /v2/network-volumes (a CreateNetworkVolumeRequest). Like creating a pod, not
+        retried blindly: on an unknown outcome look for the volume by name first."""
+        if not isinstance(body, dict):
+            raise TypeError("body must be a CreateNetworkVolumeRequest as a dict")
+        response, _ = self._session.request(
+            "POST", "/v2/network-volumes", body=body, idempotent=False
+        )
+        try:
+            (volume,) = parse_network_volumes({"networkVolumes": [decode_json(response.content)]})
+        except (MalformedBody, RunpodBadResponse) as exc:
+            reason = exc.message if isinstance(exc, RunpodBadResponse) else str(exc)
+            raise RunpodOutcomeUnknown(
+                f"Runpod created the network volume ({response.status_code}) but its answer"
+                f" could not be read ({reason}). Look for it on Runpod before creating it again.",
+                status=response.status_code,
+            ) from exc
+        return volume
+
     def pod_action(self, pod_id: str, action: str) -> Pod | None:
         """start, stop, restart or terminate; None when Runpod answers without a pod (204)."""
         if action not in POD_ACTIONS:

@@ -198,4 +198,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
             if not lock_extend(account.pk, token):
                 raise RuntimeError("the sync lock was lost; another worker may have taken over")
             _progress(run, progress_done=index + 2, counts=counts)
+    from labgov.provisioning.services import commitments_reconcile
+
+    counts["commitments_released"] = commitments_reconcile()
     return counts

@@ -50,7 +50,7 @@ class Routes:
             ("/v2/pods", {"GET": self.list_pods, "POST": self.create_pod}),
             ("/v2/pods" + one, {"GET": self.get_pod, "DELETE": self.delete_pod}),
             ("/v2/pods" + one + "/action", {"POST": self.pod_action}),
-            ("/v2/network-volumes", {"GET": self.list_volumes}),
+            ("/v2/network-volumes", {"GET": self.list_volumes, "POST": self.create_volume}),
             ("/v2/network-volumes" + one, {"GET": self.get_volume, "DELETE": self.delete_volume}),
             ("/v2/serverless", {"GET": self.list_endpoints}),
             ("/v2/serverless" + one, {"GET": self.get_endpoint}),
@@ -94,6 +94,9 @@ class Routes:
 
     def list_volumes(self, match, params, body) -> Response:
         return json_response(200, {"networkVolumes": self.state.list_volumes()})
+
+    def create_volume(self, match, params, body) -> Response:
+        return json_response(201, self.state.create_volume(parse_body(body)))
 
     def get_volume(self, match, params, body) -> Response:
         return json_response(200, self.state.get_volume(match["id"]))

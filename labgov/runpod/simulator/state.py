@@ -309,6 +309,28 @@ class SimState:
             self._pods[pod.id] = pod
             return self._pod_json(pod, pod.status_at(now), now)
 
+    def create_volume(self, body: Any) -> dict:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        problems = schema.errors("CreateNetworkVolumeRequest", body)
+        if problems:
+            raise ApiError(422, "request validation failed", problems)
+        with self._lock:
+            now = self._clock.now()
+            self._created += 1
+            seed = f"{self.scenario.name}/volume/{self._created}".encode()
+            volume = VolumeSpec(
+                id=hashlib.blake2s(seed, digest_size=5).hexdigest(),
+                name=body["name"],
+                size=body["size"],
+                data_center_id=body["dataCenter"],
+                type=body.get("type", "STANDARD"),
+                history=((now, "CREATED"),),
+            )
+            self._volumes[volume.id] = volume
+            self._volume_meters = None
+            return render.volume_json(volume)
+
     def delete_volume(self, volume_id: str) -> None:
         with self._lock:
             now = self._clock.now()

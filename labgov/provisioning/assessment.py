@@ -1,0 +1,412 @@
+"""A request's estimate and what the policy says about it, as values.
+
+Everything here is computed from objects already loaded (the request, possibly unsaved; the
+lab's policy; the GPU catalog row; the allocation with its figures), so the form's live
+estimate, submission and approval all judge a request the same way without extra queries.
+"""
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from labgov.core.money import ZERO, to_cents
+from labgov.funding.models import FundingSource
+from labgov.provisioning import estimates
+from labgov.provisioning.models import Cloud, DeploymentModel, ProvisioningPolicy
+
+M = DeploymentModel
+# Runpod: clusters start at 2 nodes; beyond 2 nodes / 16 GPUs a raised spending limit is
+# needed first, and 8 nodes / 64 GPUs is the most there is.
+CLUSTER_MIN_NODES = 2
+CLUSTER_PLAIN_NODES, CLUSTER_PLAIN_GPUS = 2, 16
+CLUSTER_MAX_NODES, CLUSTER_MAX_GPUS = 8, 64
+GPUS_PER_NODE_FALLBACK = 8
+# Runs this long without a checkpoint plan get a warning.
+LONG_RUN_HOURS = Decimal(4)
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    blocking: bool = True
+
+
+def _usd(amount: Decimal) -> str:
+    return f"${to_cents(amount):,.2f}"
+
+
+def default_policy(institution_id: int) -> ProvisioningPolicy:
+    """What applies when neither the lab nor its institution has set a policy: everything is
+    allowed within the allocation, and every request needs a lab admin's approval."""
+    return ProvisioningPolicy(
+        institution_id=institution_id,
+        allowed_models=list(M.values),
+        allowed_gpu_types=[],
+        allowed_clouds=list(Cloud.values),
+        auto_approve_under_usd=ZERO,
+    )
+
+
+def gpu_price(gpu, *, cloud: str, model: str) -> Decimal | None:
+    """USD per GPU-hour from the synced catalog; None when Runpod lists no price."""
+    if gpu is None:
+        return None
+    if model == M.SERVERLESS:
+        return gpu.serverless_price_per_hr_usd
+    if cloud == Cloud.COMMUNITY:
+        return gpu.community_price_per_hr_usd or None
+    return gpu.secure_price_per_hr_usd or None
+
+
+def checkpoint_plan(req) -> estimates.CheckpointPlan:
+    return estimates.CheckpointPlan(
+        params_billion=req.model_params_billion,
+        bytes_per_param=req.bytes_per_param,
+        size_gb=req.checkpoint_size_gb,
+        write_mb_per_s=req.write_mb_per_s,
+        interval_minutes=req.checkpoint_interval_minutes,
+        restart_minutes=req.restart_minutes
+        if req.restart_minutes is not None
+        else estimates.DEFAULT_RESTART_MINUTES,
+    )
+
+
+def estimate_request(req, gpu, *, price: Decimal | None = None) -> estimates.Estimate:
+    """The estimate for a request at `price` per GPU-hour, by default the catalog's current
+    one (0 when unknown, which the findings then report)."""
+    if price is None:
+        price = gpu_price(gpu, cloud=req.cloud, model=req.deployment_model) or ZERO
+    storage = estimates.Storage(
+        container_disk_gb=req.container_disk_gb or 0,
+        volume_disk_gb=req.volume_disk_gb or 0,
+        network_volume_gb=req.network_volume_gb or 0,
+        kept_days_after=req.storage_kept_days or ZERO,
+    )
+    if req.deployment_model == M.SERVERLESS:
+        return estimates.serverless_estimate(
+            gpu_price_per_hr_usd=price,
+            gpus_per_worker=req.gpu_count or 0,
+            requests_per_day=req.requests_per_day or ZERO,
+            seconds_per_request=req.seconds_per_request or ZERO,
+            days=req.duration_days or ZERO,
+            idle_workers=req.idle_workers or 0,
+            network_volume_gb=req.network_volume_gb or 0,
+            kept_days_after=req.storage_kept_days or ZERO,
+        )
+    if req.deployment_model == M.CLUSTER:
+        return estimates.cluster_estimate(
+            gpu_price_per_hr_usd=price,
+            nodes=req.node_count or 0,
+            gpus_per_node=req.gpu_count or 0,
+            hours=req.expected_hours or ZERO,
+            storage=storage,
+            checkpoint_plan=checkpoint_plan(req),
+        )
+    return estimates.pod_estimate(
+        gpu_price_per_hr_usd=price,
+        gpu_count=req.gpu_count or 0,
+        hours=req.expected_hours or ZERO,
+        storage=storage,
+        checkpoint_plan=checkpoint_plan(req),
+    )
+
+
+PRECISE = Decimal("1e-10")
+
+
+def apply_estimate(req, gpu, estimate: estimates.Estimate) -> None:
+    """Copy the estimate's figures onto the request (not saved here), at the precision the
+    database keeps, so the row and the ledger agree to the digit."""
+    price = gpu_price(gpu, cloud=req.cloud, model=req.deployment_model) or ZERO
+    req.gpu_price_per_hr_usd = price.quantize(PRECISE)
+    req.hourly_rate_usd = estimate.hourly_rate_usd.quantize(PRECISE)
+    req.estimate_compute_usd = estimate.compute_usd.quantize(PRECISE)
+    req.estimate_storage_running_usd = estimate.storage_running_usd.quantize(PRECISE)
+    req.estimate_storage_after_usd = estimate.storage_after_usd.quantize(PRECISE)
+    req.estimate_total_usd = (
+        req.estimate_compute_usd + req.estimate_storage_running_usd + req.estimate_storage_after_usd
+    )
+    req.estimate_stop_usd = (estimate.stop.cost_usd if estimate.stop else ZERO).quantize(PRECISE)
+
+
+def needs_second_approval(policy: ProvisioningPolicy, total_usd: Decimal) -> bool:
+    limit = policy.second_approval_over_usd
+    return limit is not None and total_usd > limit
+
+
+def auto_approvable(policy: ProvisioningPolicy, total_usd: Decimal) -> bool:
+    return total_usd < policy.auto_approve_under_usd and not needs_second_approval(
+        policy, total_usd
+    )
+
+
+def findings(
+    req,
+    *,
+    policy: ProvisioningPolicy,
+    gpu,
+    estimate: estimates.Estimate,
+    allocation=None,
+    today: dt.date | None = None,
+) -> list[Finding]:
+    """Every reason the request cannot go ahead (blocking), then advice (not blocking).
+
+    `allocation` carries `remaining_usd` (from `with_figures()`) and its funding source.
+    """
+    out: list[Finding] = []
+    out += _policy_findings(req, policy=policy, gpu=gpu, estimate=estimate)
+    out += _runpod_findings(req, gpu=gpu)
+    if allocation is not None:
+        out += _allocation_findings(req, allocation=allocation, estimate=estimate, today=today)
+    out += _advice(req, estimate=estimate)
+    return sorted(out, key=lambda f: not f.blocking)
+
+
+def _policy_findings(req, *, policy, gpu, estimate) -> list[Finding]:
+    out = []
+    model_label = M(req.deployment_model).label if req.deployment_model in M.values else "?"
+    if req.deployment_model not in (policy.allowed_models or []):
+        out.append(Finding("model_not_allowed", f"The lab's policy does not allow {model_label}s."))
+    gpu_name = gpu.name if gpu else req.gpu_type_id
+    if gpu is None:
+        out.append(
+            Finding(
+                "gpu_unknown",
+                f"GPU type {req.gpu_type_id or '(none)'} is not in the synced Runpod catalog.",
+            )
+        )
+    elif policy.allowed_gpu_types and req.gpu_type_id not in policy.allowed_gpu_types:
+        out.append(Finding("gpu_not_allowed", f"GPU type {gpu_name} is not allowed in this lab."))
+    if req.deployment_model != M.SERVERLESS and req.cloud not in (policy.allowed_clouds or []):
+        out.append(
+            Finding("cloud_not_allowed", f"{Cloud(req.cloud).label} is not allowed in this lab.")
+        )
+    if policy.max_gpus is not None and req.total_gpus > policy.max_gpus:
+        out.append(
+            Finding(
+                "max_gpus",
+                f"{req.total_gpus} GPUs is over the lab's maximum of {policy.max_gpus} "
+                "per request.",
+            )
+        )
+    if policy.max_usd_per_hour is not None and estimate.hourly_rate_usd > policy.max_usd_per_hour:
+        out.append(
+            Finding(
+                "max_usd_per_hour",
+                f"{_usd(estimate.hourly_rate_usd)}/hour is over the lab's maximum of "
+                f"{_usd(policy.max_usd_per_hour)}/hour.",
+            )
+        )
+    if policy.max_request_usd is not None and estimate.total_usd > policy.max_request_usd:
+        out.append(
+            Finding(
+                "max_request_usd",
+                f"The estimate of {_usd(estimate.total_usd)} is over the lab's maximum of "
+                f"{_usd(policy.max_request_usd)} per request.",
+            )
+        )
+    return out
+
+
+def _runpod_findings(req, *, gpu) -> list[Finding]:
+    """What Runpod itself cannot or will not do."""
+    out = []
+    if req.interruptible:
+        out.append(
+            Finding(
+                "spot_retired",
+                "Interruptible (spot) capacity no longer exists on Runpod: every Pod is "
+                "on-demand. Untick it, and save checkpoints to a network volume instead.",
+            )
+        )
+    if req.network_volume_gb and req.cloud == Cloud.COMMUNITY:
+        out.append(
+            Finding(
+                "network_volume_secure_only",
+                "A network volume requires Secure Cloud; on Community Cloud use a volume disk "
+                "and copy checkpoints off the pod.",
+            )
+        )
+    if req.deployment_model == M.POD:
+        if req.network_volume_gb and req.volume_disk_gb:
+            out.append(
+                Finding(
+                    "volume_and_network_volume",
+                    "A pod mounts either a volume disk or a network volume, not both.",
+                )
+            )
+        if not (req.image or "").strip():
+            out.append(Finding("no_image", "Name the container image the pod should run."))
+        if req.network_volume_gb and not (req.data_center_id or "").strip():
+            out.append(
+                Finding(
+                    "network_volume_needs_data_center",
+                    "A network volume lives in one data center and the pod must run there: "
+                    "name the data center.",
+                )
+            )
+    if req.deployment_model in (M.POD, M.CLUSTER) and not (req.expected_hours or 0) > 0:
+        out.append(Finding("no_hours", "Give the expected active hours."))
+    if req.deployment_model == M.SERVERLESS:
+        if not (req.duration_days or 0) > 0:
+            out.append(Finding("no_days", "Give how many days the endpoint will serve."))
+        if not (req.requests_per_day or 0) > 0 and not req.idle_workers:
+            out.append(
+                Finding("no_pattern", "Give a representative request pattern (requests per day).")
+            )
+    if gpu is not None and req.deployment_model != M.SERVERLESS:
+        limit = gpu.max_count_community if req.cloud == Cloud.COMMUNITY else gpu.max_count_secure
+        if limit and req.gpu_count > limit:
+            out.append(
+                Finding(
+                    "gpu_count_over_catalog",
+                    f"Runpod offers at most {limit} × {gpu.name} per machine in "
+                    f"{Cloud(req.cloud).label}.",
+                )
+            )
+        if gpu_price(gpu, cloud=req.cloud, model=req.deployment_model) is None:
+            out.append(
+                Finding(
+                    "no_price",
+                    f"Runpod lists no {Cloud(req.cloud).label} price for {gpu.name}.",
+                )
+            )
+    serverless = req.deployment_model == M.SERVERLESS
+    if gpu is not None and serverless and not gpu.serverless_price_per_hr_usd:
+        out.append(Finding("no_price", f"Runpod lists no Serverless price for {gpu.name}."))
+    if req.deployment_model == M.CLUSTER:
+        out += _cluster_findings(req, gpu=gpu)
+    return out
+
+
+def _cluster_findings(req, *, gpu) -> list[Finding]:
+    out = []
+    nodes, total = req.node_count, req.total_gpus
+    if nodes < CLUSTER_MIN_NODES:
+        out.append(
+            Finding(
+                "cluster_min_nodes",
+                "A cluster has at least 2 nodes; for one machine request a Pod with several GPUs.",
+            )
+        )
+    if nodes > CLUSTER_MAX_NODES or total > CLUSTER_MAX_GPUS:
+        out.append(
+            Finding(
+                "cluster_max",
+                f"Runpod clusters go up to {CLUSTER_MAX_NODES} nodes / {CLUSTER_MAX_GPUS} GPUs.",
+            )
+        )
+    elif (nodes > CLUSTER_PLAIN_NODES or total > CLUSTER_PLAIN_GPUS) and not (
+        req.spending_limit_raised
+    ):
+        out.append(
+            Finding(
+                "cluster_spending_limit",
+                f"A cluster over {CLUSTER_PLAIN_NODES} nodes / {CLUSTER_PLAIN_GPUS} GPUs needs "
+                "a raised Runpod spending limit first: ask Runpod, then tick that it is raised.",
+            )
+        )
+    if not req.runs_distributed:
+        out.append(
+            Finding(
+                "cluster_not_distributed",
+                "A cluster only helps software that runs distributed across nodes; say that "
+                "yours does (and how it exchanges data), or request a Pod.",
+            )
+        )
+    if gpu is not None and gpu.memory_gb and req.gpu_memory_needed_gb:
+        per_node = gpu.max_count_secure or GPUS_PER_NODE_FALLBACK
+        one_node = gpu.memory_gb * per_node
+        if req.gpu_memory_needed_gb <= one_node:
+            out.append(
+                Finding(
+                    "cluster_fits_one_node",
+                    f"{req.gpu_memory_needed_gb} GB of GPU memory fits on one node "
+                    f"({per_node} × {gpu.memory_gb} GB = {one_node} GB): more memory alone "
+                    "does not justify a cluster; request a Pod with several GPUs.",
+                )
+            )
+    return out
+
+
+def _allocation_findings(req, *, allocation, estimate, today) -> list[Finding]:
+    out = []
+    if allocation.user_id != req.requester_id:
+        out.append(
+            Finding("allocation_not_own", "You can only request against your own allocations.")
+        )
+    if today is not None and not (allocation.start_date <= today <= allocation.end_date):
+        out.append(
+            Finding(
+                "allocation_inactive",
+                f"The allocation runs {allocation.start_date:%Y-%m-%d} to "
+                f"{allocation.end_date:%Y-%m-%d}; it does not cover today.",
+            )
+        )
+    status = allocation.funding_source.status
+    if status != FundingSource.Status.ACTIVE:
+        out.append(
+            Finding(
+                "funding_not_active",
+                f"The funding source is {FundingSource.Status(status).label.lower()}: it takes "
+                "no new commitments.",
+            )
+        )
+    remaining = getattr(allocation, "remaining_usd", None)
+    if remaining is not None and estimate.total_usd > remaining:
+        out.append(
+            Finding(
+                "over_allocation",
+                f"The estimate of {_usd(estimate.total_usd)} is more than the allocation has "
+                f"left ({_usd(remaining)}).",
+            )
+        )
+    return out
+
+
+def _advice(req, *, estimate) -> list[Finding]:
+    out = []
+    cp = estimate.checkpoint
+    if (
+        cp is not None
+        and cp.save_seconds
+        and cp.interval_minutes
+        and cp.recommended_interval_minutes
+        and cp.interval_minutes < cp.recommended_interval_minutes
+    ):
+        out.append(
+            Finding(
+                "checkpoint_interval_short",
+                f"Saving {cp.size_gb:,.1f} GB takes {cp.save_seconds:,.0f} s, so every "
+                f"{cp.interval_minutes:,.0f} min spends {cp.overhead_fraction:.0%} of the "
+                f"run saving; keep the interval at least {cp.recommended_interval_minutes:,.0f}"
+                " min (10 × save time).",
+                blocking=False,
+            )
+        )
+    if req.checkpoint_location == "container_disk":
+        out.append(
+            Finding(
+                "checkpoints_on_container_disk",
+                "The container disk is erased on every stop: keep checkpoints on a network "
+                "volume (or a volume disk) instead.",
+                blocking=False,
+            )
+        )
+    long_run = (req.expected_hours or 0) >= LONG_RUN_HOURS
+    if (
+        req.deployment_model != M.SERVERLESS
+        and long_run
+        and (cp is None or not cp.interval_minutes)
+        and estimate.stop is not None
+    ):
+        out.append(
+            Finding(
+                "no_checkpoints",
+                f"Without checkpoints one stop near the end redoes the whole run "
+                f"({_usd(estimate.stop.cost_usd)}).",
+                blocking=False,
+            )
+        )
+    return out

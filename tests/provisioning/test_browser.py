@@ -1,0 +1,141 @@
+"""Journey 2 of DOMAIN.md in a real browser (Debian's Chromium through Playwright): a student
+requests a pod and watches the estimate, a lab admin approves it, labgov creates the pod on the
+Runpod simulator, and after a sync its spend shows on the student's allocation."""
+
+import datetime as dt
+import re
+from decimal import Decimal as D
+
+import pytest
+from django.utils import timezone
+
+from labgov.core.money import to_cents
+from labgov.funding.models import Allocation
+from labgov.provisioning.models import ProvisioningRequest
+from labgov.runpod.simulator import SimulatorServer, load_scenario
+from labgov.runpod.sync import account_sync
+from tests.factories import RunpodAccountFactory, _encrypt
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("flushable_append_only"),
+]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+KEY = "sim-key-journey-2"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    import os
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+    from django.db import connections
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # still plain synchronous ones.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield browser
+        browser.close()
+        # ORM calls made while Playwright's loop runs get their own connection; close it, or
+        # it outlives the test database.
+        connections.close_all()
+
+
+@pytest.fixture
+def sim():
+    with SimulatorServer(scenario=load_scenario("default"), api_key=KEY) as server:
+        server.set_now(timezone.now())
+        yield server
+
+
+def _login(browser, live_server, user):
+    page = browser.new_context().new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", "pw")
+    page.click("button:text('Log in')")
+    page.wait_for_url(re.compile(r".*/$"))
+    return page
+
+
+def test_journey_2_request_approve_provision_sync(world, sim, browser, live_server):
+    account = RunpodAccountFactory(
+        institution=world.institution,
+        base_url=sim.base_url,
+        api_key_encrypted=_encrypt(KEY),
+        api_key_last4=KEY[-4:],
+    )
+    # The first sync brings the GPU catalog with Runpod's prices.
+    first = account_sync(account_id=account.pk, start=timezone.now() - dt.timedelta(hours=2))
+    assert first.status == "succeeded", first.error
+
+    # The student requests 8 x H100 for 10 hours and watches the estimate follow the form.
+    student = _login(browser, live_server, world.member)
+    student.click("nav >> text=Requests")
+    student.click("text=Request capacity")
+    student.fill("#id_title", "Fine-tune 8B")
+    student.select_option("#id_gpu_type_id", H100)
+    student.fill("#id_gpu_count", "8")
+    student.fill("#id_image", "runpod/pytorch:2.8.0")
+    student.fill("#id_container_disk_gb", "0")
+    student.fill("#id_model_params_billion", "8")
+    student.fill("#id_bytes_per_param", "14")
+    student.fill("#id_write_mb_per_s", "200")
+    student.fill("#id_checkpoint_interval_minutes", "60")
+    student.fill("#id_expected_hours", "10")  # typing alone updates the estimate
+    # The simulator's catalog lists the H100 SXM at $2.69/GPU-h in Secure Cloud.
+    total = student.locator("[data-figure=total]")
+    total.filter(has_text="$215.20").wait_for()
+    assert student.locator("[data-figure=compute]").inner_text() == "$215.20"
+    assert student.locator("[data-figure=save-time]").inner_text() == "560 s"
+    assert "at least 93 min" in student.locator("[data-figure=interval]").inner_text()
+    assert student.locator("[data-figure=stop]").inner_text() == "$25.11"  # 70 min x $21.52
+    student.fill("#id_justification", "Thesis chapter 3.")
+    student.click("button:text('Submit for approval')")
+    student.wait_for_url(re.compile(r".*/provisioning/\d+/$"))
+    assert student.locator("[data-state]").first.inner_text() == "Submitted"
+    req = ProvisioningRequest.objects.get()
+    assert req.estimate_total_usd == D("215.20")
+
+    # The lab admin approves it in the review queue; labgov creates the pod on Runpod.
+    admin = _login(browser, live_server, world.lab_admin)
+    admin.click("nav >> text=Review")
+    row = admin.locator(f"#review-row-{req.pk}")
+    row.locator("button:text('Approve')").click()
+    row.locator("[data-state=provisioned]").wait_for()
+    req.refresh_from_db()
+    assert req.state == ProvisioningRequest.State.PROVISIONED, req.last_error
+    pods = [p for p in sim.state.list_pods() if p["name"].startswith(req.marker)]
+    assert [p["id"] for p in pods] == [req.runpod_id]
+    assert pods[0]["env"]["LABGOV_ALLOCATION"] == str(world.allocation.pk)
+
+    # Three hours later the sync brings the pod's billing; the spend is the student's.
+    sim.advance(hours=3)
+    run = account_sync(account_id=account.pk, start=req.spend_counted_from - dt.timedelta(hours=1))
+    assert run.status == "succeeded", run.error
+    spent = Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd
+    assert spent > 0
+    student.goto(f"{live_server.url}/")
+    assert (
+        f"${to_cents(spent):,.2f}"
+        in student.locator("section", has_text="My allocations").inner_text()
+    )
+    student.goto(f"{live_server.url}/provisioning/{req.pk}/")
+    assert student.locator("[data-figure=actual]").inner_text() == f"${to_cents(spent):,.2f}"
+    assert student.locator("[data-figure=estimate]").inner_text() == "$215.20"

@@ -1,0 +1,261 @@
+"""The pages' HTTP contract: the live estimate, the form's plain submit, htmx fragments,
+and query counts that do not grow with the data."""
+
+from decimal import Decimal as D
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from labgov.provisioning.models import ProvisioningRequest
+from labgov.provisioning.services import request_approve
+from tests.factories import AllocationFactory, MembershipFactory
+from tests.provisioning.conftest import H100
+
+S = ProvisioningRequest.State
+
+FORM = {
+    "title": "Fine-tune 8B",
+    "deployment_model": "pod",
+    "gpu_type_id": H100,
+    "gpu_count": "8",
+    "cloud": "SECURE",
+    "image": "runpod/pytorch:2.8.0",
+    "expected_hours": "10",
+    "node_count": "1",
+    "container_disk_gb": "0",
+    "volume_disk_gb": "0",
+    "network_volume_gb": "0",
+    "model_params_billion": "8",
+    "bytes_per_param": "14",
+    "write_mb_per_s": "200",
+    "checkpoint_interval_minutes": "60",
+    "restart_minutes": "10",
+    "justification": "Chapter 3.",
+}
+
+
+def _form(world, **overrides):
+    return {**FORM, "allocation": world.allocation.pk, **overrides}
+
+
+def test_estimate_fragment_shows_the_seeds_figures(world, catalog, client_for):
+    client = client_for(world.member)
+    response = client.get(reverse("provisioning:estimate"), _form(world), HTTP_HX_REQUEST="true")
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert page.lstrip().startswith('<div id="estimate"')  # the fragment, not the page
+    assert 'data-figure="compute">$351.20<' in page
+    assert 'data-figure="total">$351.20<' in page
+    assert 'data-figure="stop">$40.97<' in page
+    assert "$392.17 in all" in page
+    assert 'data-figure="checkpoint-size">112 GB' in page
+    assert 'data-figure="save-time">560 s' in page
+    assert "at least 93 min" in page
+    assert 'data-code="checkpoint_interval_short"' in page
+
+
+def test_estimate_shows_policy_reasons(world, catalog, client_for):
+    response = client_for(world.member).get(
+        reverse("provisioning:estimate"),
+        _form(world, interruptible="on", cloud="COMMUNITY", network_volume_gb="100"),
+    )
+    page = response.content.decode()
+    assert "no longer exists on Runpod" in page
+    assert "network volume requires Secure Cloud" in page
+
+
+def test_estimate_ignores_someone_elses_allocation(world, catalog, client_for):
+    other = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
+    page = (
+        client_for(world.member)
+        .get(reverse("provisioning:estimate"), _form(world, allocation=other.pk))
+        .content.decode()
+    )
+    assert "Choose an allocation" in page
+
+
+def test_form_page_wires_htmx_to_the_estimate(world, catalog, client_for):
+    page = client_for(world.member).get(reverse("provisioning:new")).content.decode()
+    assert f'hx-get="{reverse("provisioning:estimate")}"' in page
+    assert 'hx-target="#estimate"' in page
+    assert 'method="post"' in page  # works without JavaScript
+
+
+def test_plain_submit_creates_and_submits(world, catalog, client_for):
+    response = client_for(world.member).post(reverse("provisioning:new"), _form(world, submit="1"))
+    req = ProvisioningRequest.objects.get()
+    assert response.status_code == 302 and response.url == reverse(
+        "provisioning:detail", args=[req.pk]
+    )
+    assert req.state == S.SUBMITTED and req.requester == world.member
+    assert req.estimate_total_usd == D("351.20")
+
+
+def test_save_draft_then_blocked_submit_keeps_the_draft(world, catalog, client_for):
+    client = client_for(world.member)
+    client.post(reverse("provisioning:new"), _form(world, interruptible="on", submit="1"))
+    req = ProvisioningRequest.objects.get()
+    assert req.state == S.DRAFT
+    page = client.get(reverse("provisioning:detail", args=[req.pk])).content.decode()
+    assert "no longer exists on Runpod" in page
+
+
+def test_form_errors_are_shown(world, catalog, client_for):
+    response = client_for(world.member).post(
+        reverse("provisioning:new"), _form(world, volume_disk_gb="5")
+    )
+    assert response.status_code == 200
+    assert "A volume disk is at least 10 GB." in response.content.decode()
+    assert not ProvisioningRequest.objects.exists()
+
+
+def test_edit_a_draft(world, draft, client_for):
+    req = draft()
+    client = client_for(world.member)
+    page = client.get(reverse("provisioning:edit", args=[req.pk])).content.decode()
+    assert 'value="Fine-tune 8B"' in page
+    client.post(
+        reverse("provisioning:edit", args=[req.pk]), _form(world, title="Renamed", draft="1")
+    )
+    req.refresh_from_db()
+    assert req.title == "Renamed" and req.state == S.DRAFT
+
+
+def test_review_queue_approves_inline_with_htmx(world, submitted, client_for):
+    req = submitted()
+    client = client_for(world.lab_admin)
+    queue = client.get(reverse("provisioning:review")).content.decode()
+    assert f'id="review-row-{req.pk}"' in queue and 'hx-post="' in queue
+    response = client.post(reverse("provisioning:approve", args=[req.pk]), HTTP_HX_REQUEST="true")
+    row = response.content.decode()
+    assert response.status_code == 200
+    assert row.lstrip().startswith(f'<tr id="review-row-{req.pk}"')
+    assert "approved; its estimate is committed" in row
+    assert 'data-state="provisioning"' in row
+
+
+def test_review_queue_deny_without_reason_is_refused_inline(world, submitted, client_for):
+    req = submitted()
+    response = client_for(world.lab_admin).post(
+        reverse("provisioning:deny", args=[req.pk]), {"reason": ""}, HTTP_HX_REQUEST="true"
+    )
+    assert "say why the request is denied" in response.content.decode()
+    req.refresh_from_db()
+    assert req.state == S.SUBMITTED
+
+
+def test_review_queue_filters(world, submitted, client_for):
+    pod = submitted()
+    cluster = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+    client = client_for(world.lab_admin)
+    page = client.get(reverse("provisioning:review"), {"model": "cluster"}).content.decode()
+    assert f"review-row-{cluster.pk}" in page and f"review-row-{pod.pk}" not in page
+    request_approve(actor=world.lab_admin, req=pod)
+    page = client.get(reverse("provisioning:review")).content.decode()
+    assert f"review-row-{pod.pk}" not in page  # submitted only by default
+    page = client.get(reverse("provisioning:review"), {"state": "all"}).content.decode()
+    assert f"review-row-{pod.pk}" in page
+
+
+def test_failure_is_shown_in_plain_words(world, submitted, client_for):
+    from labgov.provisioning.services.provision import provisioning_fail
+
+    req = request_approve(actor=world.lab_admin, req=submitted())
+    provisioning_fail(request_id=req.pk, message="Runpod's balance is too low (402).")
+    for user in (world.member, world.lab_admin):
+        page = client_for(user).get(reverse("provisioning:detail", args=[req.pk])).content.decode()
+        assert "Runpod&#x27;s balance is too low (402)." in page
+        assert ">Retry<" in page
+
+
+def test_policy_form_saves(world, catalog, client_for):
+    response = client_for(world.lab_admin).post(
+        reverse("provisioning:policy_lab", args=[world.lab.pk]),
+        {
+            "allowed_models": ["pod"],
+            "allowed_clouds": ["SECURE"],
+            "allowed_gpu_types": [H100],
+            "max_gpus": "8",
+            "auto_approve_under_usd": "25",
+        },
+    )
+    assert response.status_code == 302
+    page = client_for(world.lab_admin).get(reverse("provisioning:policies")).content.decode()
+    assert H100 in page and "$25.00" in page
+
+
+# Query counts: pinned per page and the same whatever the data size.
+
+
+def _grow(world, draft, submitted, n):
+    for _ in range(n):
+        allocation = AllocationFactory(funding_source=world.funding_source, user=world.member)
+        draft(allocation=allocation)
+        request_approve(actor=world.lab_admin, req=submitted(allocation=allocation))
+        MembershipFactory(role="lab_admin", lab=world.lab)
+
+
+def _count(client, url, data=None):
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url, data or {})
+    assert response.status_code == 200
+    return len(ctx.captured_queries)
+
+
+# Every page pays session, user and the role scope (3); then:
+PAGES = {
+    # page: (role, url builder, pinned count)
+    # allocations exist?, count, page
+    "list": ("member", lambda w, r, d: reverse("provisioning:list"), 6),
+    # count, page, the managed labs for the filter
+    "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 6),
+    # request, actual spend, allocation figures, policy, GPU, resources, history
+    "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 10),
+    # allocations exist?, GPU catalog, allocation choices (twice: Django's required select
+    # reads its first option again)
+    "new": ("member", lambda w, r, d: reverse("provisioning:new"), 7),
+    "policies": ("inst_admin", lambda w, r, d: reverse("provisioning:policies"), 7),
+    # lab, its own policy, the institution's default, GPU catalog
+    "lab policy": (
+        "lab_admin",
+        lambda w, r, d: reverse("provisioning:policy_lab", args=[w.lab.pk]),
+        7,
+    ),
+    # institution (through the memberships), the institution's labs (scope of an institution
+    # admin), its default policy, GPU catalog
+    "default policy": (
+        "inst_admin",
+        lambda w, r, d: reverse("provisioning:policy_default", args=[w.institution.pk]),
+        7,
+    ),
+    # request, allocations, GPU catalog, allocation choices (twice)
+    "edit": ("member", lambda w, r, d: reverse("provisioning:edit", args=[d.pk]), 7),
+    # request, the lab's Runpod accounts (twice: the required select reads its first option)
+    "mark provisioned": (
+        "lab_admin",
+        lambda w, r, d: reverse("provisioning:mark_provisioned", args=[r.pk]),
+        6,
+    ),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_query_count_is_pinned_and_flat(world, draft, submitted, client_for, page):
+    role, url_for, pinned = PAGES[page]
+    req = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+    drafted = draft()
+    client = client_for(getattr(world, role))
+    small = _count(client, url_for(world, req, drafted))
+    _grow(world, draft, submitted, 3)
+    large = _count(client, url_for(world, req, drafted))
+    assert (small, large) == (pinned, pinned)
+
+
+def test_estimate_query_count_is_flat(world, draft, submitted, client_for):
+    client = client_for(world.member)
+    url = reverse("provisioning:estimate")
+    small = _count(client, url, _form(world))
+    _grow(world, draft, submitted, 3)
+    assert _count(client, url, _form(world)) == small

@@ -1,0 +1,77 @@
+"""The billing writer refuses records that break the contract, in words, writing nothing."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from labgov.runpod.billing_store import SlicePayload, uses_bulk_sql, write_slice
+from labgov.runpod.errors import RunpodBadResponse
+from labgov.runpod.models import BillingRecord, Resource
+from labgov.runpod.types import BillingKind
+from tests.factories import ResourceFactory, RunpodAccountFactory
+
+T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+
+def _body(*records) -> bytes:
+    return json.dumps(
+        {"records": list(records), "metadata": {"recordCount": len(records)}}
+    ).encode()
+
+
+def _record(**overrides):
+    record = {
+        "podId": "pod-a",
+        "startTime": "2026-11-01T00:00:00Z",
+        "endTime": "2026-11-01T01:00:00Z",
+        "totalAmount": 0.5,
+        "gpuAmount": 0.5,
+        "cpuAmount": 0,
+        "diskAmount": 0,
+    }
+    record.update(overrides)
+    return {k: v for k, v in record.items() if v is not None}
+
+
+@pytest.fixture
+def account(world):
+    if not uses_bulk_sql():
+        pytest.skip("the body-reading writer is PostgreSQL's; others get typed records")
+    account = RunpodAccountFactory(institution=world.institution)
+    ResourceFactory(account=account, runpod_id="pod-a")
+    return account
+
+
+def _write(account, body):
+    payload = SlicePayload(start=T0, end=T0 + dt.timedelta(hours=1), bodies={BillingKind.POD: body})
+    return write_slice(account=account, payload=payload)
+
+
+def test_records_of_known_and_unknown_pods_are_written(account):
+    count, days = _write(account, _body(_record(), _record(podId="pod-gone", totalAmount="0.25")))
+    assert count == 2 and days == {T0.date()}
+    gone = Resource.objects.get(runpod_id="pod-gone")
+    assert gone.status == "UNSEEN" and gone.gone_at == T0 + dt.timedelta(hours=1)
+    assert BillingRecord.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        _record(totalAmount=None),
+        _record(podId=None),
+        _record(startTime="yesterday"),
+        _record(endTime="2026-10-31T00:00:00Z"),
+        _record(totalAmount="lots"),
+    ],
+)
+def test_contract_breaking_records_fail_in_words(account, broken):
+    with pytest.raises(RunpodBadResponse, match="pod billing records"):
+        _write(
+            account,
+            _body(
+                _record(startTime="2026-11-01T01:00:00Z", endTime="2026-11-01T02:00:00Z"), broken
+            ),
+        )
+    assert not BillingRecord.objects.exists()
