@@ -1,6 +1,7 @@
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from labgov.dashboard.selectors import (
@@ -31,7 +32,10 @@ def _respond(request, template: str, data, *, slug: str):
         template += "#body"
     # The range form keeps the sort orders and the chosen lab when the dates change.
     keep = [(k, v) for k, v in request.GET.items() if k.endswith("_sort") or k == "lab"]
-    return render(request, template, {"data": data, "keep": keep})
+    response = render(request, template, {"data": data, "keep": keep})
+    # The same URL answers a page or a fragment: caches must tell them apart.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @login_required

@@ -106,6 +106,7 @@ def test_sorting_and_the_htmx_fragment(world, spend, client_for):
     response = client.get(_url(world, storage_sort="name"), HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert "<html" not in body and 'id="dash-body"' in body
+    assert "HX-Request" in response["Vary"]
     names = [r.cells[0] for r in response.context["data"].tables["storage"].rows]
     assert names == ["forgotten", "old-checkpoints"]
     names = [
