@@ -2,6 +2,7 @@
 
 import os
 import time
+import uuid
 
 import pytest
 import time_machine
@@ -13,31 +14,35 @@ REQUIRE = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
 
 
 @pytest.fixture
-def redis_worker(settings):
+def redis_worker():
+    """A Celery app of the test's own on Redis, with labgov's shared tasks, and a worker
+    thread consuming a queue no other run uses. (labgov's own app runs tasks in-process in
+    tests, and Celery fixes an app's broker when it is first used, so it cannot be switched.)"""
     if not REDIS_URL:
         if REQUIRE:
             pytest.fail("LABGOV_REQUIRE_SERVICES=1 but LABGOV_TEST_REDIS_URL is not set")
         pytest.skip("needs Redis (make test sets LABGOV_TEST_REDIS_URL when it answers)")
+    from celery import Celery
     from celery.contrib.testing.worker import start_worker
 
-    from labgov.celery import app
+    import labgov.runpod.tasks  # noqa: F401 - registers the shared tasks on every app
 
-    saved = {k: app.conf[k] for k in ("broker_url", "task_always_eager", "result_backend")}
+    app = Celery("labgov-test-worker", set_as_current=False)
+    app.config_from_object("django.conf:settings", namespace="CELERY")
     app.conf.update(broker_url=REDIS_URL, task_always_eager=False, result_backend=None)
-    settings.CELERY_TASK_ALWAYS_EAGER = False
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=20):
-            yield app
-    finally:
-        app.conf.update(saved)
+    queue = f"labgov-test-{uuid.uuid4().hex}"
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, shutdown_timeout=20, queues=[queue]
+    ):
+        yield app, queue
 
 
 @pytest.mark.celery_worker
 @pytest.mark.django_db(transaction=True)
 def test_sync_task_runs_in_a_real_worker(sim, world, redis_worker):
     from labgov.runpod.services import account_connect
-    from labgov.runpod.tasks import sync_account
 
+    app, queue = redis_worker
     account = account_connect(
         actor=world.inst_admin,
         institution=world.institution,
@@ -45,8 +50,14 @@ def test_sync_task_runs_in_a_real_worker(sim, world, redis_worker):
         api_key=sim.api_key,
         base_url=sim.base_url,
     )
+    run = None
     with time_machine.travel(sim.state.now, tick=True):
-        sync_account.delay(account.pk, SyncRun.Trigger.MANUAL)
+        # Sent by name over Redis, as Celery beat and the web process do.
+        app.send_task(
+            "labgov.runpod.tasks.sync_account",
+            args=[account.pk, SyncRun.Trigger.MANUAL],
+            queue=queue,
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             run = SyncRun.objects.filter(account=account).first()
