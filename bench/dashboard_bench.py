@@ -4,16 +4,19 @@ billing records (and over 10 thousand, for the ratio), in PostgreSQL.
     .venv/bin/python bench/dashboard_bench.py [--records 1000000] [--small 10000] [--requests 50]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth); creates and drops the
-database `labgov_dashbench` (`--keep` leaves it). For each size it builds one institution
-with 20 labs, 200 funding sources, 1,000 people with an allocation each, 1,000 resources
-(800 pods, 200 network volumes) on two Runpod accounts, and hourly billing records for every
-resource (records ÷ 1,000 hours, ending at the last full hour): generated in the database
+databases `labgov_dashbench` and `labgov_dashbench_small` (`--keep` leaves them). For each
+size it builds one institution with 20 labs, 200 funding sources, 1,000 people with an
+allocation each, 1,000 resources (800 pods, 200 network volumes) on two Runpod accounts, and
+hourly billing records for every resource (records ÷ 1,000 hours, ending at the last full
+hour): generated in the database
 with generate_series, not by the sync. The rollups and the ledger's usage are then built by
 the sync's own functions (`rollups_rebuild`, `usage_reconcile`), and a sample of rollups is
 checked against the raw records.
 
-Each page is requested in-process with Django's test Client, DEBUG off: 3 warm-up requests,
-then `--requests` timed ones; the query count comes from one more. Prints a table and writes
+Both sizes are built side by side (the 10k one in `labgov_dashbench_small`), and each page is
+requested in-process with Django's test Client, DEBUG off: 3 warm-up requests, then
+`--requests` timed ones per size, alternating between the sizes so that the machine's load
+weighs on both alike; the query count comes from one more. Prints a table and writes
 JSON to bench/results/. Target: median under 50 ms, ratio (1M ÷ 10k median) under 1.5.
 """
 
@@ -27,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DB = "labgov_dashbench"
+DB = "labgov_dashbench"  # and DB + "_small"
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 RESOURCES = 1000
 PODS = 800
@@ -43,12 +46,22 @@ def _admin(sql: str) -> None:
         conn.execute(sql)
 
 
-def _recreate_database() -> None:
+def _database(name: str):
+    """A fresh database and a connection to it, which _use() makes the default one: both
+    sizes stay open side by side, so their requests can be interleaved."""
+    from django.db import connections
+    from django.db.utils import load_backend
+
+    _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    _admin(f"CREATE DATABASE {name}")
+    settings_dict = {**connections.settings["default"], "NAME": name}
+    return load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, "default")
+
+
+def _use(connection) -> None:
     from django.db import connections
 
-    connections.close_all()
-    _admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-    _admin(f"CREATE DATABASE {DB}")
+    connections["default"] = connection
 
 
 def _setup_django() -> None:
@@ -288,33 +301,43 @@ def _pages(world: dict) -> dict:
     }
 
 
-def _measure(world: dict, requests: int) -> dict:
-    from django.db import connection
+def _measure(sizes: dict, requests: int) -> dict:
+    """Time every page on every size. Requests alternate between the sizes (and which goes
+    first), so a change in the machine's load touches both alike and the ratio stays fair."""
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    results = {}
-    for name, (user, url) in _pages(world).items():
-        client = Client(HTTP_HOST="localhost")
-        client.force_login(user)
-        for _ in range(3):
-            assert client.get(url).status_code == 200, url
-        times = []
-        for _ in range(requests):
-            started = time.perf_counter()
-            response = client.get(url)
-            times.append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200
-        with CaptureQueriesContext(connection) as queries:
-            client.get(url)
-        times.sort()
-        results[name] = {
-            "url": url,
-            "median_ms": round(statistics.median(times), 1),
-            "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)], 1),
-            "queries": len(queries.captured_queries),
-            "bytes": len(response.content),
-        }
+    results: dict = {size: {} for size in sizes}
+    names = list(_pages(next(iter(sizes.values()))["world"]))
+    for name in names:
+        clients, urls, times = {}, {}, {size: [] for size in sizes}
+        for size, run in sizes.items():
+            _use(run["connection"])
+            user, urls[size] = _pages(run["world"])[name]
+            clients[size] = Client(HTTP_HOST="localhost")
+            clients[size].force_login(user)
+            for _ in range(3):
+                assert clients[size].get(urls[size]).status_code == 200, urls[size]
+        order = list(sizes)
+        for i in range(requests):
+            for size in order if i % 2 == 0 else reversed(order):
+                _use(sizes[size]["connection"])
+                started = time.perf_counter()
+                response = clients[size].get(urls[size])
+                times[size].append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200
+        for size, run in sizes.items():
+            _use(run["connection"])
+            with CaptureQueriesContext(run["connection"]) as queries:
+                response = clients[size].get(urls[size])
+            ordered = sorted(times[size])
+            results[size][name] = {
+                "url": urls[size],
+                "median_ms": round(statistics.median(ordered), 1),
+                "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 1),
+                "queries": len(queries.captured_queries),
+                "bytes": len(response.content),
+            }
     return results
 
 
@@ -327,22 +350,26 @@ def main() -> None:
     args = parser.parse_args()
 
     _setup_django()
-    runs = {}
+    runs: dict = {}
+    databases = {args.small: f"{DB}_small", args.records: DB}
     try:
-        for size in (args.small, args.records):
-            _recreate_database()
+        for size, name in databases.items():
+            connection = _database(name)
+            _use(connection)
             started = time.perf_counter()
             world = _build(size)
             data = _rollups(world)
             data["build_seconds"] = round(time.perf_counter() - started, 1)
             print(f"{size:,} records: built in {data['build_seconds']} s {data}", flush=True)
-            runs[size] = {"data": data, "pages": _measure(world, args.requests)}
+            runs[size] = {"connection": connection, "world": world, "data": data}
+        pages = _measure(runs, args.requests)
     finally:
+        for run in runs.values():
+            run["connection"].close()
         if not args.keep:
-            from django.db import connections
-
-            connections.close_all()
-            _admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+            for name in databases.values():
+                _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    runs = {size: {"data": run["data"], "pages": pages[size]} for size, run in runs.items()}
 
     small, large = runs[args.small]["pages"], runs[args.records]["pages"]
     result = {
