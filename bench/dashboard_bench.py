@@ -362,7 +362,9 @@ def main() -> None:
             data["build_seconds"] = round(time.perf_counter() - started, 1)
             print(f"{size:,} records: built in {data['build_seconds']} s {data}", flush=True)
             runs[size] = {"connection": connection, "world": world, "data": data}
+        load_before = os.getloadavg()[0]
         pages = _measure(runs, args.requests)
+        load_after = os.getloadavg()[0]
     finally:
         for run in runs.values():
             run["connection"].close()
@@ -378,6 +380,8 @@ def main() -> None:
         "requests": args.requests,
         "funding_sources": SOURCES,
         "people": PEOPLE,
+        # Other work on the machine slows every page alike; the ratio is immune to it.
+        "load_average_1min": [round(load_before, 2), round(load_after, 2)],
         "runs": {str(k): v for k, v in runs.items()},
         "pages": {
             name: {
@@ -396,7 +400,10 @@ def main() -> None:
         f"{'page':<28}{'median ms':>10}{'p95 ms':>9}{'queries':>9}"
         f"{'10k median':>12}{'10k p95':>9}{'10k q':>7}{'ratio':>7}"
     )
-    print(f"\n{args.records:,} records vs {args.small:,}, {args.requests} requests each")
+    print(
+        f"\n{args.records:,} records vs {args.small:,}, {args.requests} requests each; "
+        f"load average {load_before:.2f} before, {load_after:.2f} after"
+    )
     print(header)
     for name, p in result["pages"].items():
         print(
