@@ -39,9 +39,8 @@ class World:
     other_funding_source: FundingSource
 
 
-@pytest.fixture
-def world(db) -> World:
-    institution = InstitutionFactory(name="Northfield", slug="northfield")
+def _build_world() -> World:
+    institution = InstitutionFactory(name="Northfield", slug="northfield-test")
     lab = LabFactory(institution=institution, name="Vision", slug="vision")
     other_lab = LabFactory(institution=institution, name="NLP", slug="nlp")
     inst_admin = MembershipFactory(
@@ -70,6 +69,48 @@ def world(db) -> World:
         allocation=allocation,
         other_funding_source=other_funding_source,
     )
+
+
+_WORLD_IDS: dict[str, int] = {}
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """Create the standing world once per test database: each test runs in a transaction
+    rolled back at its end, so it sees the world as built and cannot change it for others."""
+    with django_db_blocker.unblock():
+        _remember(_build_world())
+
+
+def _remember(built: World) -> None:
+    _WORLD_IDS.update({name: getattr(built, name).pk for name in World.__dataclass_fields__})
+
+
+@pytest.fixture
+def world(db) -> World:
+    """The standing world, loaded fresh for each test (rebuilt when a transactional test
+    emptied the database)."""
+    if not _WORLD_IDS or not Institution.objects.filter(pk=_WORLD_IDS["institution"]).exists():
+        built = _build_world()
+        _remember(built)
+        return built
+    return World(**{name: WORLD_TYPES[name].objects.get(pk=pk) for name, pk in _WORLD_IDS.items()})
+
+
+WORLD_TYPES = {
+    "institution": Institution,
+    "lab": Lab,
+    "other_lab": Lab,
+    "inst_admin": User,
+    "finance": User,
+    "lab_admin": User,
+    "member": User,
+    "other_member": User,
+    "outsider": User,
+    "funding_source": FundingSource,
+    "allocation": Allocation,
+    "other_funding_source": FundingSource,
+}
 
 
 @pytest.fixture

@@ -65,6 +65,16 @@ def default_window(account: RunpodAccount, now: dt.datetime) -> Window:
     return Window(hour_floor(start), end)
 
 
+def _complete_through(account, window: Window, now: dt.datetime) -> dt.datetime | None:
+    """How far billing is now known whole: it advances to the window's last full hour only
+    when the window joins what was complete before (no gap left behind it)."""
+    known = account.billing_complete_through
+    if known is not None and window.start > known:
+        return known
+    reached = hour_floor(min(window.end, now))
+    return reached if known is None else max(known, reached)
+
+
 def lock_claim(account_id: int, now: dt.datetime) -> str | None:
     token = secrets.token_hex(16)
     claimed = (
@@ -130,17 +140,17 @@ def account_sync(
         )
         return run
     try:
-        explicit = start is not None or end is not None
         window = Window(
             hour_floor(start) if start else default_window(account, now).start,
             end or now,
         )
         _progress(run, window_start=window.start, window_end=window.end)
         counts = _sync(account, run, token, window, client_factory)
-        if not explicit or window.end >= hour_floor(now):
-            # Everything before the current hour has been fetched whole.
-            complete = max(account.billing_complete_through or window.start, hour_floor(window.end))
-            RunpodAccount.objects.filter(pk=account.pk).update(billing_complete_through=complete)
+        complete_through = _complete_through(account, window, now)
+        if complete_through != account.billing_complete_through:
+            RunpodAccount.objects.filter(pk=account.pk).update(
+                billing_complete_through=complete_through
+            )
         _progress(
             run,
             status=SyncRun.Status.SUCCEEDED,

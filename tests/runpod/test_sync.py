@@ -370,3 +370,20 @@ def test_reassignment_does_not_change_past_spend(sim, world, sim_account, fast_c
     )
     assert _stored_total(sim_account, resource=pod, allocation=other) > 0
     assert _ledger_usage(allocation=other) == _stored_total(sim_account, allocation=other)
+
+
+def test_a_window_after_a_gap_does_not_mark_the_gap_complete(sim, sim_account, fast_clients):
+    now = hour(sim.state.now)
+    _sync(
+        sim_account, fast_clients, start=now - dt.timedelta(days=10), end=now - dt.timedelta(days=8)
+    )
+    sim_account.refresh_from_db()
+    assert sim_account.billing_complete_through == now - dt.timedelta(days=8)
+    _sync(sim_account, fast_clients, start=now - dt.timedelta(days=2))
+    sim_account.refresh_from_db()
+    assert sim_account.billing_complete_through == now - dt.timedelta(days=8)
+    # The default window then starts before the gap, so nothing is skipped.
+    run = _sync(sim_account, fast_clients)
+    assert run.window_start < now - dt.timedelta(days=8)
+    sim_account.refresh_from_db()
+    assert sim_account.billing_complete_through == now
