@@ -77,6 +77,15 @@ def spend(world) -> Spend:
     """The member's allocation spends $10/day of GPU for the last 10 days and $1/day of disk;
     the lab admin's lab has a running pod, a stopped pod with a volume disk, and two network
     volumes, one mounted by the running pod."""
+    # The standing world is built once, at the real date: put its money on this clock's
+    # calendar (each test's transaction is rolled back, so no other test sees it).
+    period = {
+        "start_date": TODAY - dt.timedelta(days=100),
+        "end_date": TODAY + dt.timedelta(days=265),
+    }
+    for obj in (world.funding_source, world.other_funding_source, world.allocation):
+        type(obj).objects.filter(pk=obj.pk).update(**period)
+        obj.refresh_from_db()
     account = RunpodAccountFactory(institution=world.institution, name="Main")
     for i in range(1, 11):
         day = TODAY - dt.timedelta(days=i)

@@ -19,10 +19,7 @@ from tests.factories import RunpodAccountFactory, _encrypt
 
 pytestmark = [
     pytest.mark.browser,
-    # Fixed primary keys: the default scenario's pods name allocations 1-6 in LABGOV_ALLOCATION,
-    # so after another transactional test (sequences are not reset by the flush) they would pick
-    # up different allocations and this one's spend would change.
-    pytest.mark.django_db(transaction=True, reset_sequences=True),
+    pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("flushable_append_only"),
 ]
 
