@@ -40,11 +40,21 @@ class Cell:
     href: str = ""
 
 
+ZERO_CELL = Cell("$0.00", "num")
+
+
+def _money_cell(value) -> Cell:
+    # Most cells of a pivot by month are zero: those skip the formatting.
+    if not value:
+        return ZERO_CELL
+    return Cell(usd(value), "num over" if value < 0 else "num")
+
+
 def display(value, column: Column, *, href: str = "") -> Cell:
     if value is None or value == "":
         return Cell("", "num" if column.numeric else "")
     if column.kind == MONEY:
-        return Cell(usd(value), "num over" if value < 0 else "num")
+        return _money_cell(value)
     if column.kind == PERCENT:
         return Cell(f"{Decimal(value):.1f}%", "num")
     if column.kind == NUMBER:
