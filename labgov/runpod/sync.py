@@ -8,6 +8,7 @@ that fails half-way leaves every slice either as it was or wholly updated, never
 import datetime as dt
 import logging
 import secrets
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -190,6 +191,10 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
     hours = settings.LABGOV_SYNC_SLICE_HOURS
     slices = list(window.slices(hours))
     counts = {"records": 0, "ledger_entries": 0}
+    # Seconds spent per phase, kept with the run: where a slow sync spends its time.
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter
+    started = clock()
     _progress(run, phase="inventory", progress_done=0, progress_total=len(slices) + 1)
     raw = billing_store.uses_bulk_sql()
     # Whole-day slices never share a day, so on PostgreSQL several can be written at once
@@ -203,6 +208,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
         with transaction.atomic():
             counts["rules_assigned"] = len(rules_apply(account=account))
+        seconds["inventory"] = clock() - started
         _progress(run, phase="billing", progress_done=1)
 
         def fetch(part: Window):
@@ -220,8 +226,12 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
         # held at once, so memory stays bounded whatever the window.
         pending = fetcher.submit(fetch, slices[0]) if slices else None
         in_flight: deque = deque()
+        billing_started = clock()
+        waited = 0.0
         for index in range(len(slices)):
+            wait_started = clock()
             payload = pending.result()
+            waited += clock() - wait_started
             pending = fetcher.submit(fetch, slices[index + 1]) if index + 1 < len(slices) else None
             if writers == 1:
                 in_flight.append(_completed(_slice_write, account, payload))
@@ -232,11 +242,16 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
                 collect(in_flight.popleft())
         while in_flight:
             collect(in_flight.popleft())
+        seconds["billing"] = clock() - billing_started
+        seconds["billing_waiting_for_runpod"] = waited
+    finish_started = clock()
     with transaction.atomic():
         unattributed_refresh(account=account)
     from labgov.provisioning.services import commitments_reconcile
 
     counts["commitments_released"] = commitments_reconcile()
+    seconds["finish"] = clock() - finish_started
+    counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     return counts
 
 
