@@ -107,6 +107,7 @@ def _run(port: int) -> dict:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "labgov.settings")
     django.setup()
+    from django.conf import settings
     from django.db import connection
 
     from labgov.accounts.services import institution_create
@@ -187,6 +188,9 @@ def _run(port: int) -> dict:
         "routine_resync_seconds": round(resync_seconds, 2),
         "routine_resync_records": again.counts.get("records"),
         "ledger_entries": run.counts.get("ledger_entries"),
+        "sync_phase_seconds": run.counts.get("seconds"),
+        "writers": settings.LABGOV_SYNC_WRITERS,
+        "load_average": os.getloadavg(),
     }
 
 

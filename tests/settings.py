@@ -13,3 +13,7 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoi
 # A week a slice: the simulator's 30 days of history sync in five slices instead of thirty,
 # still enough to exercise slicing and the fetch-ahead pipeline.
 LABGOV_SYNC_SLICE_HOURS = 24 * 7
+
+# One writer: tests run inside a transaction another thread's connection could not see.
+# tests/runpod/test_sync_parallel.py covers several writers on PostgreSQL.
+LABGOV_SYNC_WRITERS = 1

@@ -235,3 +235,23 @@ def _by_allocation_day(sums: dict[tuple, Decimal], wanted_days: set[dt.date]) ->
         if day in wanted_days:
             result[(allocation_id, day)] = result.get((allocation_id, day), ZERO) + total
     return result
+
+
+def unattributed_refresh(*, account=None, resource_ids=None) -> int:
+    """Recompute `Resource.unattributed_usd` (spend nobody owns) from the billing records, for
+    an account's resources or the given ones. Returns how many changed."""
+    resources = (
+        Resource.objects.filter(account=account)
+        if account is not None
+        else Resource.objects.filter(pk__in=resource_ids)
+    )
+    records = BillingRecord.objects.filter(allocation__isnull=True, resource__in=resources)
+    totals = grouped_sums(records, ["resource_id"], "total_usd")
+    changed = []
+    for resource in resources.only("id", "unattributed_usd"):
+        value = totals.get((resource.pk,), ZERO)
+        if resource.unattributed_usd != value:
+            resource.unattributed_usd = value
+            changed.append(resource)
+    Resource.objects.bulk_update(changed, ["unattributed_usd"], batch_size=500)
+    return len(changed)

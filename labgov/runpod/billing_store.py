@@ -102,6 +102,8 @@ def _ensure_resources(account, wanted: set[tuple[str, str]], last_bucket: dict) 
     missing = wanted - set(known)
     if not missing:
         return known
+    # Slices written side by side may meet the same unseen resource: one at a time.
+    type(account).objects.select_for_update().filter(pk=account.pk).first()
     Resource.objects.bulk_create(
         [
             Resource(
@@ -254,10 +256,15 @@ def _pg_statement(kind: BillingKind) -> str:
 
 
 def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
+    import psycopg
+
     resource_kind = KIND_OF[kind]
     params = {"body": body.decode(), "account": account.pk, "kind": resource_kind}
     statement = _pg_statement(kind)
-    with connection.cursor() as cursor:
+    connection.ensure_connection()
+    # A cursor binding parameters on the server: Django's binds them into the SQL text, and a
+    # body of megabytes would then be lexed, and its JSON cast folded, while planning.
+    with psycopg.Cursor(connection.connection) as cursor:
         # Commits of a sync need not wait for the disk: a sync lost in a crash is redone by
         # the next one, which rewrites the same rows.
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
@@ -275,6 +282,8 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
 
 
 def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
+    import psycopg
+
     try:
         # A savepoint: records breaking the contract leave nothing of this body behind.
         with transaction.atomic():
@@ -285,7 +294,7 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
                     f"Runpod sent {broken} {kind.value} billing records without a resource id "
                     "or ending before they start."
                 )
-    except (DataError, IntegrityError) as exc:
+    except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError) as exc:
         raise RunpodBadResponse(
             f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
             f"the API contract ({str(exc).splitlines()[0][:160]})."

@@ -139,6 +139,9 @@ class Resource(models.Model):
     first_seen_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(null=True, blank=True)
     gone_at = models.DateTimeField(null=True, blank=True)
+    # All of its billed spend that nobody owns, kept by the sync and by re-assignments, so the
+    # unattributed queue need not add up millions of records.
+    unattributed_usd = PreciseMoneyField(default=0)
     # Who pays for it now (the latest assignment); past buckets keep the attribution they had.
     current_allocation = models.ForeignKey(
         "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -168,12 +171,20 @@ class BillingRecord(models.Model):
     unattributed).
 
     The natural key (resource, bucket start) is the primary key: a sync upserts on it, and a
-    table of millions of rows carries no index it does not need.
+    table of millions of rows carries no index it does not need. Its two references carry no
+    database constraint, which would cost a check per row on every sync: rows are written only
+    by `billing_store`, which takes resource ids from a join with `runpod_resource` and
+    allocation ids from `runpod_assignment` (whose own foreign keys hold), and resources are
+    never deleted (a trigger refuses it on PostgreSQL).
     """
 
     pk = models.CompositePrimaryKey("resource", "bucket_start")
     resource = models.ForeignKey(
-        Resource, on_delete=models.PROTECT, related_name="billing_records", db_index=False
+        Resource,
+        on_delete=models.PROTECT,
+        related_name="billing_records",
+        db_index=False,
+        db_constraint=False,
     )
     kind = models.CharField(max_length=20, choices=ResourceKind.choices)
     bucket_start = models.DateTimeField()
@@ -193,6 +204,7 @@ class BillingRecord(models.Model):
         blank=True,
         related_name="+",
         db_index=False,
+        db_constraint=False,
     )
     synced_at = models.DateTimeField(default=timezone.now)
 
@@ -200,14 +212,6 @@ class BillingRecord(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(bucket_end__gt=models.F("bucket_start")), name="billing_bucket_order"
-            ),
-        ]
-        indexes = [
-            # The unattributed queue reads only these, and they should be few.
-            models.Index(
-                fields=["resource", "bucket_start"],
-                condition=Q(allocation__isnull=True),
-                name="billing_unattributed_idx",
             ),
         ]
 

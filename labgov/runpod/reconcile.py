@@ -7,7 +7,7 @@ from django.db.models.functions import TruncMonth
 
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.core.periods import UTC
-from labgov.runpod.models import AccountBillingRecord, BillingRecord
+from labgov.runpod.models import AccountBillingRecord
 
 
 @dataclass
@@ -27,19 +27,25 @@ class MonthReconciliation:
 
 
 def account_reconciliation(*, account, months: int = 3) -> list[MonthReconciliation]:
-    """Per calendar month (UTC): the sum of per-resource records, Runpod's account total, and
-    what of it nobody owns. Newest first."""
+    """Per calendar month (UTC): the synced records' total (read from the monthly rollups,
+    which equal them), Runpod's own account total, and what of it nobody owns. Newest first."""
+    from labgov.usage.models import MonthlySpend
 
-    def by_month(queryset):
-        months = queryset.annotate(month=TruncMonth("bucket_start", tzinfo=UTC))
-        return {
-            key[0]: total for key, total in grouped_sums(months, ["month"], "total_usd").items()
-        }
-
-    records = BillingRecord.objects.filter(resource__account=account)
-    unattributed = by_month(records.filter(allocation__isnull=True))
-    records = by_month(records)
-    runpod = by_month(AccountBillingRecord.objects.filter(account=account))
+    spend = MonthlySpend.objects.filter(account=account)
+    records = {k[0]: v for k, v in grouped_sums(spend, ["month"], "amount_usd").items()}
+    unattributed = {
+        k[0]: v
+        for k, v in grouped_sums(
+            spend.filter(allocation__isnull=True), ["month"], "amount_usd"
+        ).items()
+    }
+    runpod_months = AccountBillingRecord.objects.filter(account=account).annotate(
+        month=TruncMonth("bucket_start", tzinfo=UTC)
+    )
+    runpod = {
+        k[0].astimezone(UTC).date(): v
+        for k, v in grouped_sums(runpod_months, ["month"], "total_usd").items()
+    }
     months_seen = sorted(set(records) | set(runpod), reverse=True)[:months]
     return [
         MonthReconciliation(

@@ -1,10 +1,8 @@
-from django.db.models import Exists, OuterRef, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, OuterRef, Subquery
 
 from labgov.accounts import access
-from labgov.core.money import ZERO
 from labgov.funding.models import Allocation
-from labgov.runpod.models import BillingRecord, Resource, ResourceKind, RunpodAccount, SyncRun
+from labgov.runpod.models import Resource, ResourceKind, RunpodAccount, SyncRun
 
 
 def accounts_for_user(user):
@@ -55,13 +53,10 @@ def allocations_assignable_by(user):
 
 
 def unattributed_queue_for_user(user):
-    """Resources with spend nobody owns, with that spend, biggest first."""
-    unattributed = BillingRecord.objects.filter(resource=OuterRef("pk"), allocation__isnull=True)
-    total = unattributed.values("resource").annotate(total=Sum("total_usd")).values("total")
+    """Resources with spend nobody owns, biggest first."""
     return (
         resources_for_user(user)
         .exclude(kind=ResourceKind.ENDPOINT)
-        .filter(Exists(unattributed))
-        .annotate(unattributed_usd=Coalesce(Subquery(total), ZERO))
+        .filter(unattributed_usd__gt=0)
         .order_by("-unattributed_usd", "name")
     )

@@ -9,7 +9,12 @@ from labgov.core.crypto import decrypt, encrypt
 from labgov.core.errors import DomainError
 from labgov.core.snapshots import snapshot
 from labgov.funding.models import Allocation
-from labgov.runpod.attribution import BEGINNING, reattribute, usage_reconcile
+from labgov.runpod.attribution import (
+    BEGINNING,
+    reattribute,
+    unattributed_refresh,
+    usage_reconcile,
+)
 from labgov.runpod.models import (
     DEFAULT_BASE_URL,
     Assignment,
@@ -205,6 +210,7 @@ def rule_create(
         days = reattribute(resource_ids=newly, since=BEGINNING)
         usage_reconcile(account=account, days=days)
         rollups_rebuild(account=account, days=days)
+        unattributed_refresh(resource_ids=newly)
     return rule
 
 
@@ -275,6 +281,7 @@ def resource_assign(
     days = reattribute(resource_ids=[locked.pk], since=starts_at)
     usage_reconcile(account=locked.account, days=days)
     rollups_rebuild(account=locked.account, days=days)
+    unattributed_refresh(resource_ids=[locked.pk])
     audit_record(
         actor=actor,
         action="resource.assign",

@@ -8,18 +8,20 @@ that fails half-way leaves every slice either as it was or wholly updated, never
 import datetime as dt
 import logging
 import secrets
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from labgov.core.periods import hour_floor
+from labgov.core.periods import UTC, hour_floor
 from labgov.runpod import billing_store
-from labgov.runpod.attribution import rules_apply, usage_reconcile
+from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
 from labgov.runpod.models import RunpodAccount, SyncRun
@@ -47,9 +49,14 @@ class Window:
     end: dt.datetime
 
     def slices(self, hours: int) -> Iterator["Window"]:
+        """Pieces of `hours`, cut at multiples of `hours` from the start's UTC midnight: with
+        whole days, no two pieces share a day, so they can be written side by side."""
+        step = dt.timedelta(hours=hours)
+        midnight = self.start.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         cursor = self.start
         while cursor < self.end:
-            upper = min(cursor + dt.timedelta(hours=hours), self.end)
+            upper = midnight + step * ((cursor - midnight) // step + 1)
+            upper = min(upper, self.end)
             yield Window(cursor, upper)
             cursor = upper
 
@@ -181,34 +188,93 @@ def account_sync(
 
 
 def _sync(account, run, token, window: Window, client_factory) -> dict:
-    slices = list(window.slices(settings.LABGOV_SYNC_SLICE_HOURS))
+    hours = settings.LABGOV_SYNC_SLICE_HOURS
+    slices = list(window.slices(hours))
     counts = {"records": 0, "ledger_entries": 0}
+    # Seconds spent per phase, kept with the run: where a slow sync spends its time.
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter
+    started = clock()
     _progress(run, phase="inventory", progress_done=0, progress_total=len(slices) + 1)
     raw = billing_store.uses_bulk_sql()
-    with client_factory(account) as client, ThreadPoolExecutor(max_workers=1) as fetcher:
+    # Whole-day slices never share a day, so on PostgreSQL several can be written at once
+    # (each in its own transaction and connection): the database, not Python, is the work.
+    writers = settings.LABGOV_SYNC_WRITERS if raw and hours % 24 == 0 else 1
+    with (
+        client_factory(account) as client,
+        ThreadPoolExecutor(max_workers=1) as fetcher,
+        ThreadPoolExecutor(max_workers=writers) as writer_pool,
+    ):
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
         with transaction.atomic():
             counts["rules_assigned"] = len(rules_apply(account=account))
+        seconds["inventory"] = clock() - started
         _progress(run, phase="billing", progress_done=1)
 
         def fetch(part: Window):
             return billing_store.fetch_slice(client, BILLING_KINDS, part.start, part.end, raw=raw)
 
-        # The next slice downloads while this one is written; at most two are held at once.
-        pending = fetcher.submit(fetch, slices[0]) if slices else None
-        for index in range(len(slices)):
-            payload = pending.result()
-            pending = fetcher.submit(fetch, slices[index + 1]) if index + 1 < len(slices) else None
-            with transaction.atomic():
-                written, days = billing_store.write_slice(account=account, payload=payload)
-                counts["ledger_entries"] += usage_reconcile(account=account, days=days)
-                rollups_rebuild(account=account, days=days)
+        def collect(future) -> None:
+            written, entries = future.result()
             counts["records"] += written
-            del payload
+            counts["ledger_entries"] += entries
             if not lock_extend(account.pk, token):
                 raise RuntimeError("the sync lock was lost; another worker may have taken over")
-            _progress(run, progress_done=index + 2, counts=counts)
+            _progress(run, progress_done=run.progress_done + 1, counts=counts)
+
+        # The next slice downloads while earlier ones are written; at most `writers + 2` are
+        # held at once, so memory stays bounded whatever the window.
+        pending = fetcher.submit(fetch, slices[0]) if slices else None
+        in_flight: deque = deque()
+        billing_started = clock()
+        waited = 0.0
+        for index in range(len(slices)):
+            wait_started = clock()
+            payload = pending.result()
+            waited += clock() - wait_started
+            pending = fetcher.submit(fetch, slices[index + 1]) if index + 1 < len(slices) else None
+            if writers == 1:
+                in_flight.append(_completed(_slice_write, account, payload))
+            else:
+                in_flight.append(writer_pool.submit(_slice_write_in_thread, account.pk, payload))
+            del payload
+            while len(in_flight) >= writers:
+                collect(in_flight.popleft())
+        while in_flight:
+            collect(in_flight.popleft())
+        seconds["billing"] = clock() - billing_started
+        seconds["billing_waiting_for_runpod"] = waited
+    finish_started = clock()
+    with transaction.atomic():
+        unattributed_refresh(account=account)
     from labgov.provisioning.services import commitments_reconcile
 
     counts["commitments_released"] = commitments_reconcile()
+    seconds["finish"] = clock() - finish_started
+    counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     return counts
+
+
+def _slice_write(account, payload) -> tuple[int, int]:
+    """Write one slice: its records, the ledger usage and rollups of its days, together."""
+    with transaction.atomic():
+        written, days = billing_store.write_slice(account=account, payload=payload)
+        entries = usage_reconcile(account=account, days=days)
+        rollups_rebuild(account=account, days=days)
+    return written, entries
+
+
+def _slice_write_in_thread(account_id: int, payload) -> tuple[int, int]:
+    try:
+        return _slice_write(RunpodAccount.objects.get(pk=account_id), payload)
+    finally:
+        connections.close_all()  # this thread's own connection
+
+
+def _completed(function, *args) -> Future:
+    future: Future = Future()
+    try:
+        future.set_result(function(*args))
+    except Exception as exc:  # handed to collect(), which raises it in order
+        future.set_exception(exc)
+    return future

@@ -78,6 +78,9 @@ def rollups_rebuild(*, account, days) -> None:
         ],
         batch_size=1000,
     )
+    # Slices of one sync may be written side by side, each rebuilding the months it touches
+    # from all the month's days: one at a time, each seeing the others' committed days.
+    type(account).objects.select_for_update().filter(pk=account.pk).first()
     _months_rebuild(account, {d.replace(day=1) for d in days})
 
 

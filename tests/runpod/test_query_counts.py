@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from labgov.runpod.attribution import unattributed_refresh
 from labgov.runpod.models import BillingRecord, SyncRun
 from tests.factories import ResourceFactory, RunpodAccountFactory
 
@@ -28,6 +29,7 @@ def _grow(account, allocation, n):
             for h in range(3)
         )
         SyncRun.objects.create(account=account, status="failed", error="x", finished_at=T0)
+    unattributed_refresh(account=account)
 
 
 def _count(client, url):

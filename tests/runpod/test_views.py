@@ -4,6 +4,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from labgov.runpod.attribution import unattributed_refresh
 from labgov.runpod.models import AttributionRule, BillingRecord, SyncRun
 from tests.factories import AllocationFactory, ResourceFactory, RunpodAccountFactory
 
@@ -23,6 +24,7 @@ def objects(world):
         total_usd=Decimal("1.25"),
         gpu_usd=Decimal("1.25"),
     )
+    unattributed_refresh(account=account)
     rule = AttributionRule.objects.create(
         lab=world.lab,
         account=account,

@@ -1,0 +1,60 @@
+"""On PostgreSQL, whole-day slices are written by several threads at once; the result must be
+exactly what one writer produces."""
+
+from decimal import Decimal
+
+import pytest
+
+from labgov.funding.models import LedgerEntry
+from labgov.runpod.models import BillingRecord
+from labgov.runpod.services import account_connect
+from labgov.runpod.sync import account_sync
+from labgov.usage.models import DailySpend, MonthlySpend
+
+pytestmark = [pytest.mark.usefixtures("at_sim_now", "postgres")]
+
+
+def _totals(account):
+    def total(values):
+        return sum(values, Decimal(0))
+
+    return {
+        "records": total(
+            BillingRecord.objects.filter(resource__account=account).values_list(
+                "total_usd", flat=True
+            )
+        ),
+        "count": BillingRecord.objects.filter(resource__account=account).count(),
+        "daily": total(
+            DailySpend.objects.filter(account=account).values_list("amount_usd", flat=True)
+        ),
+        "monthly": total(
+            MonthlySpend.objects.filter(account=account).values_list("amount_usd", flat=True)
+        ),
+        "usage": total(
+            LedgerEntry.objects.filter(source=f"runpod-account:{account.pk}").values_list(
+                "amount_usd", flat=True
+            )
+        ),
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, settings):
+    settings.LABGOV_SYNC_SLICE_HOURS = 24
+    results = {}
+    for writers in (1, 3):
+        settings.LABGOV_SYNC_WRITERS = writers
+        account = account_connect(
+            actor=world.inst_admin,
+            institution=world.institution,
+            name=f"Sim {writers}",
+            api_key=sim.api_key,
+            base_url=sim.base_url,
+        )
+        run = account_sync(account_id=account.pk, client_factory=fast_clients)
+        assert run.status == "succeeded", run.error
+        assert run.progress_done == run.progress_total
+        results[writers] = _totals(account)
+    assert results[1] == results[3]
+    assert results[3]["records"] == results[3]["daily"] == results[3]["monthly"]
