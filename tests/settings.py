@@ -10,9 +10,10 @@ from labgov.settings import *  # noqa: E402, F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoise
 
-# A week a slice: the simulator's 30 days of history sync in five slices instead of thirty,
-# still enough to exercise slicing and the fetch-ahead pipeline.
-LABGOV_SYNC_SLICE_HOURS = 24 * 7
+# A first sync fetches the last 8 days of the simulator's month of history, in slices of two
+# days: enough to exercise slicing and the fetch-ahead pipeline, at a quarter of the cost.
+LABGOV_SYNC_FIRST_DAYS = 8
+LABGOV_SYNC_SLICE_HOURS = 48
 
 # One writer: tests run inside a transaction another thread's connection could not see.
 # tests/runpod/test_sync_parallel.py covers several writers on PostgreSQL.

@@ -58,12 +58,14 @@ def _runpod_account_total(sim, start, end) -> Decimal:
         return sum((r.total_usd for r in client.account_billing(start=start, end=end)), Decimal(0))
 
 
-def test_full_sync_stores_inventory_and_every_record_exactly(sim, sim_account, fast_clients):
+def test_full_sync_stores_inventory_and_every_record_exactly(
+    sim, sim_account, fast_clients, settings
+):
     run = _sync(sim_account, fast_clients)
     assert run.status == SyncRun.Status.SUCCEEDED, run.error
     assert run.finished_at and run.window_start and run.window_end
     now = sim.state.now
-    assert run.window_start == hour(now) - dt.timedelta(days=30)
+    assert run.window_start == hour(now) - dt.timedelta(days=settings.LABGOV_SYNC_FIRST_DAYS)
 
     with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
         pods = client.list_pods(include_cluster_pods=True)
@@ -163,7 +165,8 @@ def test_terminated_pod_keeps_its_history(sim, sim_account, fast_clients):
 
 
 def test_pod_terminated_before_the_first_sync_still_counts(sim, sim_account, fast_clients):
-    _sync(sim_account, fast_clients)
+    # The scenario's month: the pod that only billing remembers ran in its first weeks.
+    _sync(sim_account, fast_clients, start=hour(sim.state.now) - dt.timedelta(days=30))
     unseen = Resource.objects.filter(kind=ResourceKind.POD, status="UNSEEN")
     assert unseen.exists(), "the scenario has a pod that only billing remembers"
     assert BillingRecord.objects.filter(resource__in=unseen).exists()
