@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from labgov.core.admin import ReadOnlyAdmin
+from labgov.usage.models import DailySpend, MonthlySpend
+
+# Rollups are derived from billing records by the sync; they are read here, never edited.
+
+
+@admin.register(DailySpend)
+class DailySpendAdmin(ReadOnlyAdmin):
+    list_display = ["day", "account", "category", "allocation", "lab", "amount_usd"]
+    list_filter = ["category", "account"]
+    list_select_related = ["account", "allocation", "lab"]
+    date_hierarchy = "day"
+
+
+@admin.register(MonthlySpend)
+class MonthlySpendAdmin(ReadOnlyAdmin):
+    list_display = ["month", "account", "category", "allocation", "lab", "amount_usd"]
+    list_filter = ["category", "account"]
+    list_select_related = ["account", "allocation", "lab"]
