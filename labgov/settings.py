@@ -5,6 +5,7 @@ import hashlib
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab as _crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from labgov.env import env_bool, env_decimal, env_int, env_list, env_str
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
     "labgov.usage",
     "labgov.notifications",
     "labgov.provisioning",
+    "labgov.alerts",
 ]
 
 MIDDLEWARE = [
@@ -231,6 +233,15 @@ LABGOV_PROVISION_CLAIM_SECONDS = env_int("LABGOV_PROVISION_CLAIM_SECONDS", 600, 
 CELERY_BEAT_SCHEDULE["provisioning-expire"] = {
     "task": "labgov.provisioning.tasks.expire_requests",
     "schedule": 3600,
+}
+# Alerts: evaluated after every sync, and once a day at this hour (UTC) for the conditions
+# time alone changes (idle days, end dates, snoozes running out).
+LABGOV_ALERTS_DAILY_HOUR_UTC = env_int("LABGOV_ALERTS_DAILY_HOUR_UTC", 5, minimum=0)
+if LABGOV_ALERTS_DAILY_HOUR_UTC > 23:
+    raise ImproperlyConfigured("LABGOV_ALERTS_DAILY_HOUR_UTC must be an hour, 0 to 23")
+CELERY_BEAT_SCHEDULE["alerts-evaluate-daily"] = {
+    "task": "labgov.alerts.tasks.evaluate_all",
+    "schedule": _crontab(minute=0, hour=LABGOV_ALERTS_DAILY_HOUR_UTC),
 }
 CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
     "task": "labgov.provisioning.tasks.resume_provisioning",

@@ -17,6 +17,7 @@ urlpatterns = [
     path("spend/", include("labgov.dashboard.urls")),
     path("provisioning/", include("labgov.provisioning.urls")),
     path("notifications/", include("labgov.notifications.urls")),
+    path("alerts/", include("labgov.alerts.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

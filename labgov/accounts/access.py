@@ -189,6 +189,30 @@ def notifications_q(user) -> Q:
     return Q(recipient_id=scope_for(user).user_id) if user.is_authenticated else Q(pk__in=[])
 
 
+def alerts_q(user) -> Q:
+    """Alerts: all of the institution for its admins and finance; their labs' for lab
+    admins; and, for everyone, the alerts about their own resources and allocations."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.money_institutions)
+        | Q(lab_id__in=scope.admin_labs)
+        | Q(owner_id=scope.user_id)
+    )
+
+
+def can_manage_alert(user, *, institution_id: int, lab_id: int | None) -> bool:
+    """Acknowledge, snooze, resolve, and act on the resource: the lab's admins and the
+    institution's admins; alerts of no lab (an institution-wide account) only the latter."""
+    scope = scope_for(user)
+    if institution_id in scope.admin_institutions:
+        return True
+    return lab_id is not None and lab_id in scope.admin_labs
+
+
+def can_edit_alert_settings(user, *, institution_id: int, lab_id: int | None) -> bool:
+    return can_edit_policy(user, institution_id=institution_id, lab_id=lab_id)
+
+
 def can_manage_lab(user, lab_id: int) -> bool:
     return lab_id in scope_for(user).managed_labs
 

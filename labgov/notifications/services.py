@@ -19,6 +19,8 @@ def notify(
     body: str = "",
     url: str = "",
     dedupe_key: str,
+    severity: str = "info",
+    lab=None,
 ) -> list[int]:
     """Notify each recipient once per dedupe key: in the app, and by email after commit.
     Returns the ids of the notifications created now (none for ones that existed)."""

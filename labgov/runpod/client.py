@@ -27,6 +27,7 @@ from labgov.runpod.parsing import (
     MalformedBody,
     decode_json,
     parse_account_billing,
+    parse_balance,
     parse_billing_records,
     parse_clusters,
     parse_endpoints,
@@ -37,6 +38,7 @@ from labgov.runpod.parsing import (
 )
 from labgov.runpod.session import Session, describe_transport_error
 from labgov.runpod.types import (
+    AccountBalance,
     AccountBillingRecord,
     BillingKind,
     BillingRecord,
@@ -238,6 +240,17 @@ class RunpodClient:
     def delete_network_volume(self, volume_id: str) -> None:
         self._session.request("DELETE", f"/v2/network-volumes/{_segment(volume_id)}")
 
+    def account_balance(self) -> AccountBalance | None:
+        """The account's balance from Runpod's GraphQL API, or None where that API is gone
+        (it retires in early 2027; admins then enter the balance by hand)."""
+        try:
+            _, data = self._session.request(
+                "POST", "/graphql", body={"query": BALANCE_QUERY}, read=decode_json
+            )
+        except RunpodNotFound:
+            return None
+        return parse_balance(data)
+
     # -- Connection test --------------------------------------------------------------------
 
     def check_connection(self) -> ConnectionCheck:
@@ -313,6 +326,9 @@ class RunpodClient:
             "GET", path, params=params, read=decode_json, attempts=attempts, deadline_s=deadline_s
         )
         return data
+
+
+BALANCE_QUERY = "query Balance { myself { clientBalance currentSpendPerHr spendLimit } }"
 
 
 def _segment(value: str) -> str:

@@ -36,8 +36,13 @@ class RunpodAccount(models.Model):
     # never sync the same account at once. It expires, so a killed worker cannot hold it forever.
     sync_lock_token = models.CharField(max_length=64, blank=True)
     sync_locked_until = models.DateTimeField(null=True, blank=True)
+    # The balance Runpod reported (GraphQL `myself`, while it exists), read by each sync.
+    balance_usd = PreciseMoneyField(null=True, blank=True)
+    balance_spend_per_hr_usd = PreciseMoneyField(null=True, blank=True)
+    balance_fetched_at = models.DateTimeField(null=True, blank=True)
     # Admin-entered balance, used by balance alerts when the API offers none.
     manual_balance_usd = PreciseMoneyField(null=True, blank=True)
+    manual_balance_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

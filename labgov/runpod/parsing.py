@@ -17,6 +17,7 @@ from typing import Any
 
 from labgov.runpod.errors import RunpodBadResponse
 from labgov.runpod.types import (
+    AccountBalance,
     AccountBillingRecord,
     BillingKind,
     BillingRecord,
@@ -479,3 +480,29 @@ def parse_account_billing(data: Any) -> list[AccountBillingRecord]:
             )
         )
     return records
+
+
+def parse_balance(data: Any) -> AccountBalance:
+    """GraphQL `{"data": {"myself": {clientBalance, currentSpendPerHr, spendLimit}}}`."""
+    if isinstance(data, dict) and data.get("errors"):
+        messages = "; ".join(
+            str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in data["errors"]
+        )
+        raise RunpodBadResponse(f"Runpod's GraphQL API refused the balance query: {messages}")
+    myself = data.get("data", {}).get("myself") if isinstance(data, dict) else None
+    if not isinstance(myself, dict):
+        raise _bad("the balance answer", "has no data.myself object")
+
+    def amount(name: str, required: bool = False) -> Decimal | None:
+        value = myself.get(name)
+        if value is None and not required:
+            return None
+        if not _is_number(value):
+            raise _bad("the balance answer", f"has {name} {_kind_of(value)}, not a number")
+        return Decimal(value)
+
+    return AccountBalance(
+        balance_usd=amount("clientBalance", required=True),
+        spend_per_hr_usd=amount("currentSpendPerHr"),
+        spend_limit_usd=amount("spendLimit"),
+    )

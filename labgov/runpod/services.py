@@ -296,3 +296,30 @@ def resource_assign(
         note=note,
     )
     return assignment
+
+
+@transaction.atomic
+def account_set_manual_balance(*, actor, account: RunpodAccount, balance_usd) -> RunpodAccount:
+    """The balance an admin read off Runpod's console, for balance alerts where Runpod's API
+    reports none (its GraphQL API, the only one with the balance, retires in early 2027).
+    None clears it."""
+    locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
+    if balance_usd is not None and balance_usd < 0:
+        raise DomainError("A balance cannot be negative.", field="balance_usd")
+    before = {"manual_balance_usd": _plain_money(locked.manual_balance_usd)}
+    locked.manual_balance_usd = balance_usd
+    locked.manual_balance_at = timezone.now() if balance_usd is not None else None
+    locked.save(update_fields=["manual_balance_usd", "manual_balance_at"])
+    audit_record(
+        actor=actor,
+        action="runpod_account.manual_balance",
+        target=locked,
+        institution_id=locked.institution_id,
+        before=before,
+        after={"manual_balance_usd": _plain_money(balance_usd)},
+    )
+    return locked
+
+
+def _plain_money(value):
+    return None if value is None else str(value)

@@ -184,7 +184,19 @@ def account_sync(
         raise
     finally:
         lock_release(account.pk, token)
+    _alerts_after_sync(account.institution_id)
     return run
+
+
+def _alerts_after_sync(institution_id: int) -> None:
+    """Alerts are evaluated after every sync, succeeded or failed (a failing sync is itself
+    an alert), in a task of their own: a slow evaluation never holds up the next sync."""
+    from labgov.alerts.tasks import evaluate_institution
+
+    try:
+        transaction.on_commit(lambda: evaluate_institution.delay(institution_id), robust=True)
+    except Exception:  # the broker being down must not turn a good sync into a failure
+        log.exception("could not queue the alert evaluation of institution %s", institution_id)
 
 
 def _sync(account, run, token, window: Window, client_factory) -> dict:
@@ -208,6 +220,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
         with transaction.atomic():
             counts["rules_assigned"] = len(rules_apply(account=account))
+        counts["balance_read"] = _balance_read(account, client)
         seconds["inventory"] = clock() - started
         _progress(run, phase="billing", progress_done=1)
 
@@ -253,6 +266,24 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
     seconds["finish"] = clock() - finish_started
     counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     return counts
+
+
+def _balance_read(account, client) -> bool:
+    """Keep the balance Runpod reports, for balance alerts. Only the deprecated GraphQL API
+    has it, so its absence or failure never fails the sync."""
+    try:
+        balance = client.account_balance()
+    except RunpodError as exc:
+        log.info("balance of account %s not read: %s", account.pk, exc.message)
+        return False
+    if balance is None:
+        return False
+    RunpodAccount.objects.filter(pk=account.pk).update(
+        balance_usd=balance.balance_usd,
+        balance_spend_per_hr_usd=balance.spend_per_hr_usd,
+        balance_fetched_at=timezone.now(),
+    )
+    return True
 
 
 def _slice_write(account, payload) -> tuple[int, int]:

@@ -131,3 +131,13 @@ class AccountBillingRecord:
     end: dt.datetime
     total_usd: Decimal
     components: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AccountBalance:
+    """The account's credit, from GraphQL `myself` (deprecated, the only place Runpod shows
+    it). Fields Runpod leaves out are None."""
+
+    balance_usd: Decimal
+    spend_per_hr_usd: Decimal | None
+    spend_limit_usd: Decimal | None

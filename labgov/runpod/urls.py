@@ -9,6 +9,7 @@ urlpatterns = [
     path("accounts/<int:pk>/", views.account_detail, name="account_detail"),
     path("accounts/<int:pk>/edit/", views.account_edit, name="account_edit"),
     path("accounts/<int:pk>/test/", views.account_test, name="account_test"),
+    path("accounts/<int:pk>/balance/", views.account_balance, name="account_balance"),
     path("accounts/<int:pk>/sync/", views.account_sync_now, name="account_sync"),
     path("resources/", views.resource_list, name="resources"),
     path("resources/<int:pk>/assign/", views.resource_assign_view, name="resource_assign"),

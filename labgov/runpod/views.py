@@ -20,6 +20,7 @@ from labgov.runpod.selectors import (
 )
 from labgov.runpod.services import (
     account_connect,
+    account_set_manual_balance,
     account_test_connection,
     account_update,
     resource_assign,
@@ -126,6 +127,29 @@ def account_detail(request, pk: int):
 
     context["reconciliation"] = account_reconciliation(account=account)
     return render(request, "runpod/account_detail.html", context)
+
+
+@login_required
+@require_POST
+def account_balance(request, pk: int):
+    from labgov.alerts.forms import BalanceForm
+
+    account = account_for_user(request.user, pk, manage=True)
+    form = BalanceForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect("runpod:account_detail", pk=account.pk)
+    try:
+        account_set_manual_balance(
+            actor=request.user, account=account, balance_usd=form.cleaned_data["balance_usd"]
+        )
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Balance saved; balance alerts use it from the next evaluation.")
+    return redirect("runpod:account_detail", pk=account.pk)
 
 
 @login_required

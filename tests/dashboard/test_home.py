@@ -37,8 +37,8 @@ def _queries(client):
 
 # Pinned counts: session, user, the role scope (plus the institution's labs for institution
 # admins), funding sources with their figures, my allocations, and (for lab admins' funding
-# sources and my own allocations) the spend of the burn-rate window.
-EXPECTED_QUERIES = {"inst_admin": 6, "finance": 5, "lab_admin": 6, "member": 5}
+# sources and my own allocations) the spend of the burn-rate window, and the top alerts.
+EXPECTED_QUERIES = {"inst_admin": 7, "finance": 6, "lab_admin": 7, "member": 6}
 
 
 @pytest.mark.parametrize("role", list(EXPECTED_QUERIES))

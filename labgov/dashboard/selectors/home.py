@@ -5,6 +5,7 @@ from django.db.models import Q
 
 from labgov.accounts.access import scope_for
 from labgov.accounts.models import Lab, today_utc
+from labgov.alerts.selectors import top_alerts
 from labgov.core.money import ZERO
 from labgov.dashboard.forecast import burn_rate, burn_window, forecast
 from labgov.dashboard.selectors.common import daily_sums
@@ -39,10 +40,13 @@ class HomeData:
     managed_labs: list[LabSummary]
     my_allocations: list
     is_empty: bool
+    # The most pressing alerts this person sees (waste and risk), most severe first.
+    alerts: list
 
 
 # Home shows at most this many funding sources per section; the funding list pages the rest.
 HOME_LIMIT = 200
+HOME_ALERTS = 6
 
 
 def home_for_user(user) -> HomeData:
@@ -82,6 +86,7 @@ def home_for_user(user) -> HomeData:
         managed_labs=sorted(managed.values(), key=lambda s: s.lab.name),
         my_allocations=my_allocations,
         is_empty=scope.is_empty,
+        alerts=top_alerts(user, limit=HOME_ALERTS) if not scope.is_empty else [],
     )
 
 

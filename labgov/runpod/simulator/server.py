@@ -9,6 +9,7 @@ survive.
 
 import contextlib
 import datetime as dt
+import json
 import socket
 import sys
 import threading
@@ -144,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/_sim/") or path == "/_sim":
             self._send(simulator.control(method, path, body, self.headers.get("Authorization")))
             return
-        if not path.startswith("/v2/"):
+        if not path.startswith("/v2/") and path != "/graphql":
             self._send(problem_response(404, f"no route {path}; the API is under /v2"))
             return
         simulator.record(method, self.path)
@@ -423,6 +424,8 @@ class SimulatorServer:
         return None
 
     def api(self, method: str, path: str, params: dict[str, str], body: bytes) -> Response:
+        if path == "/graphql":
+            return self._graphql(method, body)
         found = self._routes.find(path)
         if found is None:
             return problem_response(404, f"no route {path}")
@@ -439,6 +442,32 @@ class SimulatorServer:
         except Exception:  # noqa: BLE001 - a simulator bug is a 500, not a dead server
             traceback.print_exc(file=sys.stderr)
             return problem_response(500, "simulator error")
+
+    def _graphql(self, method: str, body: bytes) -> Response:
+        """Runpod's deprecated GraphQL API, as far as labgov reads it: `myself` with the
+        account's balance, spend rate and spend limit. Other queries get a GraphQL error."""
+        if method != "POST":
+            response = problem_response(405, f"{method} is not allowed on /graphql")
+            response.headers["Allow"] = "POST"
+            return response
+        try:
+            query = json.loads(body or b"null")["query"]
+        except (ValueError, TypeError, KeyError):
+            return json_response(400, {"errors": [{"message": "a JSON body with query is needed"}]})
+        if "myself" not in query:
+            return json_response(
+                200, {"errors": [{"message": "the simulator answers myself only"}]}
+            )
+        myself = {}
+        fields = {
+            "clientBalance": lambda: self.state.balance_usd,
+            "currentSpendPerHr": self.state.spend_per_hr_usd,
+            "spendLimit": lambda: 80,
+        }
+        for name, value in fields.items():
+            if name in query:
+                myself[name] = value()
+        return json_response(200, {"data": {"myself": myself}})
 
     def control(self, method: str, path: str, body: bytes, authorization: str | None) -> Response:
         """/_sim/ routes: state, clock, faults, balance, requests."""

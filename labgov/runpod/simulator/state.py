@@ -141,6 +141,12 @@ class SimState:
         with self._lock:
             self._balance = Decimal(amount)
 
+    def spend_per_hr_usd(self) -> Decimal:
+        """What the account's pods (cluster pods included) cost per hour now: GraphQL's
+        `currentSpendPerHr`."""
+        pods = self.list_pods(include_cluster_pods=True)
+        return sum((Decimal(p["cost"]) for p in pods), Decimal(0))
+
     # Reads, as the API's JSON objects.
 
     def list_pods(self, *, include_cluster_pods: bool = False) -> list[dict]:

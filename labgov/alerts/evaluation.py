@@ -1,0 +1,187 @@
+"""Evaluate the rules and keep the alerts in step: one unresolved alert per kind and subject,
+updated in place while its condition holds, resolved automatically when it clears.
+
+Each person is told once per alert, and again only when it gets worse (a higher threshold),
+when its snooze runs out, or when it comes back after being resolved (a new alert).
+"""
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from labgov.accounts.models import Institution, Lab, Membership, Role, User
+from labgov.alerts.config import Resolver
+from labgov.alerts.models import Alert, Kind
+from labgov.alerts.rules import Context, Finding, findings_for, usd
+from labgov.notifications.services import notify
+
+log = logging.getLogger(__name__)
+
+UPDATED_FIELDS = (
+    "subject_label",
+    "lab_id",
+    "owner_id",
+    "resource_id",
+    "account_id",
+    "funding_source_id",
+    "allocation_id",
+    "severity",
+    "level",
+    "title",
+    "detail",
+    "monthly_cost_usd",
+    "facts",
+)
+
+
+@dataclass
+class Outcome:
+    opened: list[int] = field(default_factory=list)
+    updated: int = 0
+    reopened: list[int] = field(default_factory=list)
+    resolved: list[int] = field(default_factory=list)
+    notified: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "opened": len(self.opened),
+            "updated": self.updated,
+            "reopened": len(self.reopened),
+            "resolved": len(self.resolved),
+            "notified": self.notified,
+        }
+
+
+def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> Outcome:
+    """Run every rule for one institution and bring its alerts in step, in one transaction
+    holding the institution's row, so two evaluations never race each other."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        Institution.objects.select_for_update().filter(pk=institution_id).first()
+        ctx = Context(institution_id=institution_id, now=now, settings=Resolver(institution_id))
+        findings = {(f.kind, f.subject_key): f for f in findings_for(ctx)}
+        current = {
+            (a.kind, a.subject_key): a
+            for a in Alert.objects.filter(institution_id=institution_id).unresolved()
+        }
+        outcome = Outcome()
+        for key, finding in findings.items():
+            alert = current.pop(key, None)
+            if alert is None:
+                alert = _open(institution_id, finding, now)
+                outcome.opened.append(alert.pk)
+                outcome.notified += _tell(alert, reason="open")
+                continue
+            reason = _update(alert, finding, now)
+            outcome.updated += 1
+            if reason:
+                outcome.reopened.append(alert.pk)
+                outcome.notified += _tell(alert, reason=reason)
+        for alert in current.values():
+            alert.state = Alert.State.RESOLVED
+            alert.resolved_at = now
+            alert.resolved_by = None
+            alert.resolution = "The condition cleared."
+            alert.save(update_fields=["state", "resolved_at", "resolved_by", "resolution"])
+            outcome.resolved.append(alert.pk)
+    return outcome
+
+
+def alerts_evaluate_all(*, now: dt.datetime | None = None) -> dict[int, dict]:
+    results = {}
+    for institution_id in Institution.objects.values_list("pk", flat=True):
+        try:
+            results[institution_id] = alerts_evaluate(
+                institution_id=institution_id, now=now
+            ).as_dict()
+        except Exception:
+            # One institution's failure must not silence the others' alerts.
+            log.exception("alert evaluation failed for institution %s", institution_id)
+    return results
+
+
+def _open(institution_id: int, finding: Finding, now: dt.datetime) -> Alert:
+    alert = Alert(
+        institution_id=institution_id,
+        kind=finding.kind,
+        subject_key=finding.subject_key,
+        state=Alert.State.OPEN,
+        first_seen_at=now,
+        last_seen_at=now,
+    )
+    _copy(alert, finding)
+    try:
+        with transaction.atomic():
+            alert.save()
+    except IntegrityError:
+        # Someone else opened it between our read and write (the lock makes this rare).
+        alert = Alert.objects.unresolved().get(kind=finding.kind, subject_key=finding.subject_key)
+    return alert
+
+
+def _copy(alert: Alert, finding: Finding) -> None:
+    for name in UPDATED_FIELDS:
+        setattr(alert, name, getattr(finding, name))
+
+
+def _update(alert: Alert, finding: Finding, now: dt.datetime) -> str:
+    """Update a standing alert; returns why its people must be told again ("" if not)."""
+    reason = ""
+    if finding.level > alert.level:
+        reason = f"level-{finding.level}"
+    elif alert.state == Alert.State.SNOOZED and alert.snoozed_until and alert.snoozed_until <= now:
+        reason = f"snooze-ended-{alert.snoozed_until:%Y%m%dT%H%M}"
+    _copy(alert, finding)
+    alert.last_seen_at = now
+    fields = [*UPDATED_FIELDS, "last_seen_at"]
+    if reason:
+        alert.state = Alert.State.OPEN
+        alert.snoozed_until = None
+        fields += ["state", "snoozed_until"]
+    alert.save(update_fields=fields)
+    return reason
+
+
+def recipients_of(alert: Alert) -> list[User]:
+    """The owner of the resource or allocation, and who governs it: the lab's admins, or the
+    institution's admins when the alert has no lab or the lab has no admin."""
+    people = []
+    if alert.owner_id:
+        people.append(alert.owner_id)
+    managers = Membership.objects.active().filter(lab_id=alert.lab_id, role=Role.LAB_ADMIN)
+    ids = list(managers.values_list("user_id", flat=True)) if alert.lab_id else []
+    if not ids:
+        ids = list(
+            Membership.objects.active()
+            .filter(institution_id=alert.institution_id, role=Role.INSTITUTION_ADMIN)
+            .values_list("user_id", flat=True)
+        )
+    people += ids
+    return list(User.objects.filter(pk__in=set(people), is_active=True))
+
+
+def _tell(alert: Alert, *, reason: str) -> int:
+    body = alert.detail
+    if alert.monthly_cost_usd is not None and alert.kind in (
+        Kind.STOPPED_POD_DISK,
+        Kind.IDLE_NETWORK_VOLUME,
+        Kind.FUNDING_ENDING,
+    ):
+        body = f"Costs {usd(alert.monthly_cost_usd)} a month.\n{body}"
+    lab = Lab.objects.filter(pk=alert.lab_id).first() if alert.lab_id else None
+    return len(
+        notify(
+            recipients=recipients_of(alert),
+            kind=f"alert.{alert.kind}",
+            subject=alert.title,
+            body=body,
+            url=reverse("alerts:detail", args=[alert.pk]),
+            dedupe_key=f"alert:{alert.pk}:{reason}",
+            severity=alert.severity,
+            lab=lab,
+        )
+    )

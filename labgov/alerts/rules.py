@@ -1,0 +1,591 @@
+"""The alert rules. Each reads the institution's state in a few queries, whatever its size,
+and returns findings: what is wrong now. `evaluation.py` turns findings into alerts.
+
+Figures come from the rollups, the ledger and the inventory; only the stopped-pod rule reads
+billing records, one index range per stopped pod, to confirm the disk is really billing.
+"""
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Coalesce
+
+from labgov.alerts.config import Resolver
+from labgov.alerts.models import Kind, Severity
+from labgov.core.money import ZERO, grouped_sums, to_cents
+from labgov.dashboard.forecast import Outlook, burn_window, forecast, gap_words
+from labgov.funding.models import Allocation, FundingSource
+from labgov.runpod.models import BillingRecord, Resource, ResourceKind, RunpodAccount, SyncRun
+from labgov.runpod.pricing import network_volume_monthly_usd, pod_storage_monthly_usd
+from labgov.runpod.types import PodStatus
+from labgov.usage.models import DailySpend
+
+HOURS_PER_DAY = 24
+UNATTRIBUTED_DAYS = 30
+
+
+@dataclass
+class Finding:
+    kind: str
+    subject_key: str
+    subject_label: str
+    lab_id: int | None
+    severity: str
+    title: str
+    detail: str = ""
+    monthly_cost_usd: Decimal | None = None
+    level: int = 0
+    facts: dict = field(default_factory=dict)
+    resource_id: int | None = None
+    account_id: int | None = None
+    funding_source_id: int | None = None
+    allocation_id: int | None = None
+    owner_id: int | None = None
+
+
+@dataclass
+class Context:
+    institution_id: int
+    now: dt.datetime
+    settings: Resolver
+
+    @property
+    def today(self) -> dt.date:
+        return self.now.date()
+
+
+def usd(amount: Decimal | None) -> str:
+    return f"${to_cents(amount or ZERO):,.2f}"
+
+
+def day_words(day: dt.date) -> str:
+    return f"{day.day} {day:%B %Y}"
+
+
+def _lab_and_owner(resource: Resource) -> tuple[int | None, int | None]:
+    allocation = resource.current_allocation
+    if allocation is not None:
+        return allocation.funding_source.lab_id, allocation.user_id
+    return resource.account.lab_id, None
+
+
+def _resources(ctx: Context):
+    return (
+        Resource.objects.present()
+        .filter(account__institution_id=ctx.institution_id, account__is_active=True)
+        .select_related("account", "current_allocation__funding_source")
+        .defer("env", "details")
+    )
+
+
+# -- Stopped but billing ----------------------------------------------------------------------
+
+
+def stopped_pod_disks(ctx: Context) -> list[Finding]:
+    """A stopped pod with a volume disk, confirmed by a billing record charging disk since it
+    stopped (or, when the stop time is unknown, in the last two days)."""
+    fallback = ctx.now - dt.timedelta(days=2)
+    billing_since_stop = BillingRecord.objects.filter(
+        resource=OuterRef("pk"),
+        bucket_start__gte=OuterRef("stopped_bucket"),
+        disk_usd__gt=0,
+    )
+    pods = (
+        _resources(ctx)
+        .filter(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
+        .annotate(stopped_bucket=Coalesce(F("status_changed_at"), fallback))
+        .filter(Exists(billing_since_stop))
+    )
+    findings = []
+    for pod in pods:
+        lab_id, owner_id = _lab_and_owner(pod)
+        if not ctx.settings.for_lab(lab_id).enabled(Kind.STOPPED_POD_DISK):
+            continue
+        monthly = pod_storage_monthly_usd(
+            status=PodStatus.EXITED, container_disk_gb=0, volume_disk_gb=pod.volume_disk_gb
+        )
+        since = pod.status_changed_at
+        name = pod.name or pod.runpod_id
+        stopped = f"Stopped since {since:%Y-%m-%d %H:%M} UTC" if since else "Stopped"
+        findings.append(
+            Finding(
+                kind=Kind.STOPPED_POD_DISK,
+                subject_key=f"resource:{pod.pk}",
+                subject_label=f"Pod {name}",
+                lab_id=lab_id,
+                owner_id=owner_id,
+                resource_id=pod.pk,
+                account_id=pod.account_id,
+                allocation_id=pod.current_allocation_id,
+                severity=Severity.WARNING,
+                title=f"Stopped pod {name} is billing {usd(monthly)}/month for its "
+                f"{pod.volume_disk_gb} GB volume disk",
+                detail=f"{stopped}. A stopped pod's volume disk bills at double the running "
+                f"rate ($0.20/GB/month), confirmed by its billing records. Terminate it if "
+                f"the data is no longer needed, or start it to go on working.",
+                monthly_cost_usd=monthly,
+                facts={
+                    "runpod_id": pod.runpod_id,
+                    "volume_disk_gb": pod.volume_disk_gb,
+                    "stopped_at": since.isoformat() if since else None,
+                },
+            )
+        )
+    return findings
+
+
+def idle_network_volumes(ctx: Context) -> list[Finding]:
+    """A network volume that no running pod of its account has mounted for N days."""
+    volumes = list(_resources(ctx).filter(kind=ResourceKind.NETWORK_VOLUME))
+    if not volumes:
+        return []
+    # When each volume was last in use, from the pods (gone ones too) that mount it.
+    in_use: set[tuple[int, str]] = set()
+    last_used: dict[tuple[int, str], dt.datetime] = {}
+    pods = Resource.objects.filter(
+        account__institution_id=ctx.institution_id, kind=ResourceKind.POD
+    ).exclude(network_volume_id="")
+    for account_id, volume_id, status, changed, seen, gone in pods.values_list(
+        "account_id",
+        "network_volume_id",
+        "status",
+        "status_changed_at",
+        "last_seen_at",
+        "gone_at",
+    ):
+        key = (account_id, volume_id)
+        if gone is None and status in (PodStatus.RUNNING, PodStatus.STARTING):
+            in_use.add(key)
+            continue
+        moment = changed or seen or gone
+        if status == PodStatus.RUNNING:  # it was running when it vanished
+            moment = gone or seen or changed
+        if moment is not None and (key not in last_used or moment > last_used[key]):
+            last_used[key] = moment
+    findings = []
+    for volume in volumes:
+        key = (volume.account_id, volume.runpod_id)
+        if key in in_use:
+            continue
+        lab_id, owner_id = _lab_and_owner(volume)
+        config = ctx.settings.for_lab(lab_id)
+        if not config.enabled(Kind.IDLE_NETWORK_VOLUME):
+            continue
+        since = last_used.get(key) or volume.created_at_runpod or volume.first_seen_at
+        idle_days = (ctx.now - since).days
+        if idle_days < config.idle_volume_days:
+            continue
+        monthly = network_volume_monthly_usd(size_gb=volume.size_gb, volume_type=volume.volume_type)
+        name = volume.name or volume.runpod_id
+        used = "used by a running pod" if key in last_used else "mounted by any pod labgov saw"
+        findings.append(
+            Finding(
+                kind=Kind.IDLE_NETWORK_VOLUME,
+                subject_key=f"resource:{volume.pk}",
+                subject_label=f"Network volume {name}",
+                lab_id=lab_id,
+                owner_id=owner_id,
+                resource_id=volume.pk,
+                account_id=volume.account_id,
+                allocation_id=volume.current_allocation_id,
+                severity=Severity.WARNING,
+                title=f"Network volume {name} ({volume.size_gb} GB) has not been {used} for "
+                f"{idle_days} days: {usd(monthly)}/month",
+                detail=f"Network volumes bill the same whether used or not. Last in use "
+                f"{since:%Y-%m-%d}. Keep it if the data is needed; otherwise plan its "
+                f"deletion.",
+                monthly_cost_usd=monthly,
+                facts={
+                    "runpod_id": volume.runpod_id,
+                    "size_gb": volume.size_gb,
+                    "idle_since": since.isoformat(),
+                    "idle_days": idle_days,
+                },
+            )
+        )
+    return findings
+
+
+# -- Budgets ----------------------------------------------------------------------------------
+
+
+def _money_holders(ctx: Context):
+    sources = list(
+        FundingSource.objects.filter(institution_id=ctx.institution_id)
+        .exclude(status=FundingSource.Status.CLOSED)
+        .with_figures()
+    )
+    allocations = list(
+        Allocation.objects.filter(funding_source__institution_id=ctx.institution_id)
+        .exclude(funding_source__status=FundingSource.Status.CLOSED)
+        .select_related("funding_source", "user")
+        .with_figures()
+    )
+    return sources, allocations
+
+
+def _holder_facts(holder) -> tuple[str, str, Decimal, int, int | None, int | None, int | None]:
+    """(subject key, label, amount, lab id, funding source id, allocation id, owner id)"""
+    if isinstance(holder, FundingSource):
+        return (
+            f"funding_source:{holder.pk}",
+            holder.name,
+            holder.amount_usd,
+            holder.lab_id,
+            holder.pk,
+            None,
+            None,
+        )
+    return (
+        f"allocation:{holder.pk}",
+        f"{holder.holder_name} on {holder.funding_source.name}",
+        holder.cap_usd,
+        holder.funding_source.lab_id,
+        holder.funding_source_id,
+        holder.pk,
+        holder.user_id,
+    )
+
+
+def budget_thresholds(ctx: Context, holders) -> list[Finding]:
+    findings = []
+    for holder in holders:
+        key, label, amount, lab_id, fs_id, alloc_id, owner_id = _holder_facts(holder)
+        config = ctx.settings.for_lab(lab_id)
+        if amount <= 0 or not config.enabled(Kind.BUDGET_THRESHOLD):
+            continue
+        used = holder.committed_usd + holder.spent_usd
+        percent = used * 100 / amount
+        crossed = [t for t in config.budget_thresholds if percent >= t]
+        if not crossed:
+            continue
+        level = max(crossed)
+        severity = (
+            Severity.CRITICAL
+            if level >= 100
+            else Severity.WARNING
+            if level >= 80
+            else Severity.INFO
+        )
+        findings.append(
+            Finding(
+                kind=Kind.BUDGET_THRESHOLD,
+                subject_key=key,
+                subject_label=label,
+                lab_id=lab_id,
+                owner_id=owner_id,
+                funding_source_id=fs_id,
+                allocation_id=alloc_id,
+                severity=severity,
+                level=level,
+                title=f"{label}: {percent:.0f}% committed or spent (past {level}%)",
+                detail=f"{usd(used)} of {usd(amount)}: {usd(holder.committed_usd)} committed "
+                f"and {usd(holder.spent_usd)} spent; {usd(amount - used)} left.",
+                facts={"percent": f"{percent:.1f}", "used_usd": str(to_cents(used))},
+            )
+        )
+    return findings
+
+
+def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
+    first, last = burn_window(ctx.today)
+    spend = DailySpend.objects.filter(
+        institution_id=ctx.institution_id, day__gte=first, day__lte=last
+    )
+    burns = {
+        "funding_source": {
+            k[0]: v for k, v in grouped_sums(spend, ["funding_source_id"], "amount_usd").items()
+        },
+        "allocation": {
+            k[0]: v for k, v in grouped_sums(spend, ["allocation_id"], "amount_usd").items()
+        },
+    }
+    findings = []
+    for holder in [*sources, *allocations]:
+        key, label, amount, lab_id, fs_id, alloc_id, owner_id = _holder_facts(holder)
+        if not ctx.settings.for_lab(lab_id).enabled(Kind.FORECAST_OVERRUN):
+            continue
+        kind_key = "funding_source" if alloc_id is None else "allocation"
+        weekly = burns[kind_key].get(holder.pk, ZERO)
+        rate = weekly / 7
+        outlook = forecast(
+            remaining_usd=holder.remaining_usd,
+            burn_rate_usd=rate,
+            today=ctx.today,
+            end_date=holder.end_date,
+        )
+        if outlook.outlook != Outlook.RUNS_OUT_EARLY or not outlook.days_before_end:
+            continue
+        findings.append(
+            Finding(
+                kind=Kind.FORECAST_OVERRUN,
+                subject_key=key,
+                subject_label=label,
+                lab_id=lab_id,
+                owner_id=owner_id,
+                funding_source_id=fs_id,
+                allocation_id=alloc_id,
+                severity=Severity.WARNING,
+                title=f"At today's rate {label} runs out on {day_words(outlook.run_out_date)}, "
+                f"{gap_words(outlook.days_before_end)} before it ends",
+                detail=f"Burn rate {usd(rate)}/day over the last 7 days; "
+                f"{usd(holder.remaining_usd)} left; ends {day_words(holder.end_date)}.",
+                monthly_cost_usd=to_cents(rate * Decimal("30.44")),
+                facts={
+                    "run_out_date": outlook.run_out_date.isoformat(),
+                    "burn_rate_usd_per_day": str(to_cents(rate)),
+                },
+            )
+        )
+    return findings
+
+
+# -- Funding ending with data -----------------------------------------------------------------
+
+
+def _storage_monthly(resource: Resource) -> tuple[int, Decimal]:
+    """(GB, $/month it will cost once nothing runs)."""
+    if resource.kind == ResourceKind.NETWORK_VOLUME:
+        return resource.size_gb, network_volume_monthly_usd(
+            size_gb=resource.size_gb, volume_type=resource.volume_type
+        )
+    return resource.volume_disk_gb, pod_storage_monthly_usd(
+        status=PodStatus.EXITED, container_disk_gb=0, volume_disk_gb=resource.volume_disk_gb
+    )
+
+
+def funding_ending(ctx: Context, sources) -> list[Finding]:
+    horizon_days = {s.pk: ctx.settings.for_lab(s.lab_id) for s in sources}
+    ending = {
+        s.pk: s
+        for s in sources
+        if horizon_days[s.pk].enabled(Kind.FUNDING_ENDING)
+        and (s.end_date - ctx.today).days <= horizon_days[s.pk].funding_ending_days
+    }
+    if not ending:
+        return []
+    volumes = defaultdict(list)
+    storage = _resources(ctx).filter(
+        Q(kind=ResourceKind.NETWORK_VOLUME) | Q(kind=ResourceKind.POD, volume_disk_gb__gt=0),
+        current_allocation__funding_source_id__in=ending,
+    )
+    for resource in storage:
+        volumes[resource.current_allocation.funding_source_id].append(resource)
+    findings = []
+    for fs_id, held in volumes.items():
+        source = ending[fs_id]
+        sized = [(r, *_storage_monthly(r)) for r in held]
+        total_gb = sum(gb for _, gb, _ in sized)
+        monthly = sum((m for _, _, m in sized), ZERO)
+        days = (source.end_date - ctx.today).days
+        when = (
+            f"ended {gap_words(-days)} ago"
+            if days < 0
+            else "ends today"
+            if days == 0
+            else f"ends in {gap_words(days)}"
+        )
+        findings.append(
+            Finding(
+                kind=Kind.FUNDING_ENDING,
+                subject_key=f"funding_source:{fs_id}",
+                subject_label=source.name,
+                lab_id=source.lab_id,
+                funding_source_id=fs_id,
+                severity=Severity.CRITICAL if days < 0 else Severity.WARNING,
+                title=f"{source.name} {when} ({day_words(source.end_date)}) with "
+                f"{total_gb:,} GB of volumes on it ({usd(monthly)}/month)",
+                detail="Decide for each volume: keep it on other money, or delete it once its "
+                "data is saved elsewhere. Volumes: "
+                + "; ".join(
+                    f"{r.name or r.runpod_id} ({gb} GB, {usd(m)}/month)" for r, gb, m in sized
+                ),
+                monthly_cost_usd=monthly,
+                facts={
+                    "end_date": source.end_date.isoformat(),
+                    "volumes": [
+                        {"id": r.pk, "name": r.name or r.runpod_id, "gb": gb, "monthly_usd": str(m)}
+                        for r, gb, m in sized
+                    ],
+                },
+            )
+        )
+    return findings
+
+
+# -- Accounts ---------------------------------------------------------------------------------
+
+
+def _accounts(ctx: Context) -> list[RunpodAccount]:
+    return list(
+        RunpodAccount.objects.filter(institution_id=ctx.institution_id, is_active=True).defer(
+            "api_key_encrypted"
+        )
+    )
+
+
+def balance_risks(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
+    first, last = burn_window(ctx.today)
+    weekly = {
+        k[0]: v
+        for k, v in grouped_sums(
+            DailySpend.objects.filter(
+                institution_id=ctx.institution_id, day__gte=first, day__lte=last
+            ),
+            ["account_id"],
+            "amount_usd",
+        ).items()
+    }
+    findings = []
+    for account in accounts:
+        config = ctx.settings.for_lab(account.lab_id)
+        if not config.enabled(Kind.BALANCE_RISK):
+            continue
+        if account.balance_fetched_at is not None and account.balance_usd is not None:
+            balance, source = account.balance_usd, "reported by Runpod"
+        elif account.manual_balance_usd is not None:
+            balance, source = account.manual_balance_usd, "entered by an admin"
+        else:
+            continue
+        daily = weekly.get(account.pk, ZERO) / 7
+        if account.balance_spend_per_hr_usd is not None:
+            daily = max(daily, account.balance_spend_per_hr_usd * HOURS_PER_DAY)
+        if daily <= 0:
+            continue
+        days_left = balance / daily
+        if days_left >= config.balance_days:
+            continue
+        at_risk = list(
+            Resource.objects.present()
+            .filter(account=account, kind=ResourceKind.POD, network_volume_id="")
+            .exclude(status=PodStatus.TERMINATED)
+            .order_by("name")
+            .values_list("pk", "name", "runpod_id", "status")
+        )
+        names = ", ".join(name or runpod_id for _, name, runpod_id, _ in at_risk)
+        severity = (
+            Severity.CRITICAL if days_left < min(2, config.balance_days) else Severity.WARNING
+        )
+        findings.append(
+            Finding(
+                kind=Kind.BALANCE_RISK,
+                subject_key=f"account:{account.pk}",
+                subject_label=f"Runpod account {account.name}",
+                lab_id=account.lab_id,
+                account_id=account.pk,
+                severity=severity,
+                title=f"Runpod account {account.name}: {usd(balance)} lasts about "
+                f"{days_left:.1f} days at {usd(daily)}/day",
+                detail=f"Balance {usd(balance)} ({source}). At $0 Runpod stops every pod and "
+                f"terminates the {len(at_risk)} without a network volume; their data cannot "
+                f"be recovered"
+                + (f": {names}." if names else ".")
+                + " Add credit, or move data that matters to a network volume.",
+                monthly_cost_usd=to_cents(daily * Decimal("30.44")),
+                facts={
+                    "balance_usd": str(balance),
+                    "days_left": f"{days_left:.2f}",
+                    "pods_at_risk": [
+                        {"id": pk, "name": name or rid, "status": status}
+                        for pk, name, rid, status in at_risk
+                    ],
+                },
+            )
+        )
+    return findings
+
+
+def unattributed_spend(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
+    first = ctx.today - dt.timedelta(days=UNATTRIBUTED_DAYS)
+    sums = {
+        k[0]: v
+        for k, v in grouped_sums(
+            DailySpend.objects.filter(
+                institution_id=ctx.institution_id, allocation__isnull=True, day__gte=first
+            ),
+            ["account_id"],
+            "amount_usd",
+        ).items()
+    }
+    findings = []
+    for account in accounts:
+        config = ctx.settings.for_lab(account.lab_id)
+        amount = sums.get(account.pk, ZERO)
+        if not config.enabled(Kind.UNATTRIBUTED_SPEND):
+            continue
+        if amount <= config.unattributed_threshold_usd:
+            continue
+        findings.append(
+            Finding(
+                kind=Kind.UNATTRIBUTED_SPEND,
+                subject_key=f"account:{account.pk}",
+                subject_label=f"Runpod account {account.name}",
+                lab_id=account.lab_id,
+                account_id=account.pk,
+                severity=Severity.WARNING,
+                title=f"{usd(amount)} of spend on {account.name} in the last "
+                f"{UNATTRIBUTED_DAYS} days is not attributed to anyone",
+                detail=f"Above the threshold of {usd(config.unattributed_threshold_usd)}. "
+                "Assign the resources in the unattributed queue, or add a rule.",
+                monthly_cost_usd=to_cents(amount),
+                facts={"amount_usd": str(amount)},
+            )
+        )
+    return findings
+
+
+def sync_failures(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
+    findings = []
+    for account in accounts:
+        config = ctx.settings.for_lab(account.lab_id)
+        if not config.enabled(Kind.SYNC_FAILING):
+            continue
+        runs = SyncRun.objects.filter(account=account)
+        last_failure = runs.filter(status=SyncRun.Status.FAILED).first()
+        if last_failure is None:
+            continue
+        last_success = runs.filter(status=SyncRun.Status.SUCCEEDED).first()
+        if last_success is not None and last_success.started_at > last_failure.started_at:
+            continue
+        if last_success is not None:
+            since = last_success.finished_at or last_success.started_at
+        else:
+            since = runs.order_by("started_at").first().started_at
+        hours = (ctx.now - since).total_seconds() / 3600
+        if hours < config.sync_failing_hours:
+            continue
+        severity = Severity.CRITICAL if hours >= 4 * config.sync_failing_hours else Severity.WARNING
+        last_ok = f"last success {since:%Y-%m-%d %H:%M} UTC" if last_success else "never synced"
+        findings.append(
+            Finding(
+                kind=Kind.SYNC_FAILING,
+                subject_key=f"account:{account.pk}",
+                subject_label=f"Runpod account {account.name}",
+                lab_id=account.lab_id,
+                account_id=account.pk,
+                severity=severity,
+                title=f"Sync of {account.name} has been failing for {hours:.0f} hours",
+                detail=f"Spend and alerts are out of date ({last_ok}). Latest error: "
+                f"{last_failure.error or 'none recorded'}",
+                facts={"since": since.isoformat(), "last_error": last_failure.error[:500]},
+            )
+        )
+    return findings
+
+
+def findings_for(ctx: Context) -> list[Finding]:
+    sources, allocations = _money_holders(ctx)
+    accounts = _accounts(ctx)
+    return [
+        *stopped_pod_disks(ctx),
+        *idle_network_volumes(ctx),
+        *budget_thresholds(ctx, [*sources, *allocations]),
+        *forecast_overruns(ctx, sources, allocations),
+        *funding_ending(ctx, sources),
+        *balance_risks(ctx, accounts),
+        *unattributed_spend(ctx, accounts),
+        *sync_failures(ctx, accounts),
+    ]

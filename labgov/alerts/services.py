@@ -1,0 +1,268 @@
+"""What people do with alerts: acknowledge, snooze, resolve, reopen, and stop, start or
+terminate the pod an alert is about. Each change is audited in its own transaction; a pod
+action goes through the Runpod client first and is recorded only once Runpod accepted it."""
+
+import datetime as dt
+from collections.abc import Callable
+
+from django.db import transaction
+from django.utils import timezone
+
+from labgov.accounts import access
+from labgov.alerts.models import Alert
+from labgov.audit.services import audit_record
+from labgov.core.errors import DomainError
+from labgov.runpod.errors import RunpodError
+from labgov.runpod.models import Resource, ResourceKind
+from labgov.runpod.types import PodStatus
+
+MAX_SNOOZE_DAYS = 90
+
+# What each action is called in words, and the pod statuses it applies to.
+POD_ACTIONS = {
+    "stop": ("Stop", (PodStatus.RUNNING, PodStatus.STARTING)),
+    "start": ("Start", (PodStatus.EXITED,)),
+    "terminate": (
+        "Terminate",
+        (PodStatus.RUNNING, PodStatus.STARTING, PodStatus.EXITED, PodStatus.ERROR),
+    ),
+}
+PAST = {"stop": "stopped", "start": "started", "terminate": "terminated"}
+# Members may stop and start their own pods; terminating loses data and is for lab admins.
+OWNER_ACTIONS = ("stop", "start")
+
+
+def _locked(alert: Alert) -> Alert:
+    return Alert.objects.select_for_update().get(pk=alert.pk)
+
+
+def _require_manager(actor, alert: Alert) -> None:
+    access.deny_unless(
+        access.can_manage_alert(actor, institution_id=alert.institution_id, lab_id=alert.lab_id)
+    )
+
+
+def _audit(actor, alert: Alert, action: str, before: dict, note: str = "") -> None:
+    audit_record(
+        actor=actor,
+        action=f"alert.{action}",
+        target=alert,
+        institution_id=alert.institution_id,
+        before=before,
+        after={"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)},
+        note=note,
+    )
+
+
+def _iso(moment):
+    return moment.isoformat() if moment else None
+
+
+def _unresolved(alert: Alert) -> None:
+    if alert.state == Alert.State.RESOLVED:
+        raise DomainError("This alert is already resolved.")
+
+
+@transaction.atomic
+def alert_acknowledge(*, actor, alert: Alert) -> Alert:
+    _require_manager(actor, alert)
+    alert = _locked(alert)
+    _unresolved(alert)
+    if alert.state == Alert.State.ACKNOWLEDGED:
+        return alert
+    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
+    alert.state = Alert.State.ACKNOWLEDGED
+    alert.acknowledged_by = actor
+    alert.acknowledged_at = timezone.now()
+    alert.snoozed_until = None
+    alert.save(update_fields=["state", "acknowledged_by", "acknowledged_at", "snoozed_until"])
+    _audit(actor, alert, "acknowledge", before)
+    return alert
+
+
+@transaction.atomic
+def alert_snooze(*, actor, alert: Alert, until: dt.datetime) -> Alert:
+    _require_manager(actor, alert)
+    now = timezone.now()
+    if until <= now:
+        raise DomainError("Snooze until a time in the future.", field="until")
+    if until > now + dt.timedelta(days=MAX_SNOOZE_DAYS):
+        raise DomainError(
+            f"Snooze for at most {MAX_SNOOZE_DAYS} days; resolve the alert instead.",
+            field="until",
+        )
+    alert = _locked(alert)
+    _unresolved(alert)
+    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
+    alert.state = Alert.State.SNOOZED
+    alert.snoozed_until = until
+    alert.snoozed_by = actor
+    alert.save(update_fields=["state", "snoozed_until", "snoozed_by"])
+    _audit(actor, alert, "snooze", before)
+    return alert
+
+
+@transaction.atomic
+def alert_reopen(*, actor, alert: Alert) -> Alert:
+    """Back to open from acknowledged or snoozed."""
+    _require_manager(actor, alert)
+    alert = _locked(alert)
+    _unresolved(alert)
+    if alert.state == Alert.State.OPEN:
+        return alert
+    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
+    alert.state = Alert.State.OPEN
+    alert.snoozed_until = None
+    alert.save(update_fields=["state", "snoozed_until"])
+    _audit(actor, alert, "reopen", before)
+    return alert
+
+
+@transaction.atomic
+def alert_resolve(*, actor, alert: Alert, note: str = "", check: bool = True) -> Alert:
+    """Resolve by hand. If the condition still holds at the next evaluation, a new alert
+    opens: to quiet one for a while, snooze it."""
+    if check:
+        _require_manager(actor, alert)
+    alert = _locked(alert)
+    _unresolved(alert)
+    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
+    alert.state = Alert.State.RESOLVED
+    alert.resolved_at = timezone.now()
+    alert.resolved_by = actor
+    alert.resolution = (note or "Resolved by hand.")[:500]
+    alert.save(update_fields=["state", "resolved_at", "resolved_by", "resolution"])
+    _audit(actor, alert, "resolve", before, note=note)
+    return alert
+
+
+# -- Acting on the pod --------------------------------------------------------------------------
+
+
+def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:
+    """The pod actions this person may take from this alert now, as (action, label)."""
+    resource = alert.resource
+    if (
+        alert.is_resolved
+        or resource is None
+        or resource.kind != ResourceKind.POD
+        or resource.gone_at is not None
+    ):
+        return []
+    manager = access.can_manage_alert(
+        user, institution_id=alert.institution_id, lab_id=alert.lab_id
+    )
+    owner = alert.owner_id is not None and alert.owner_id == user.pk
+    allowed = []
+    for action, (label, statuses) in POD_ACTIONS.items():
+        if resource.status not in statuses:
+            continue
+        if manager or (owner and action in OWNER_ACTIONS):
+            allowed.append((action, label))
+    return allowed
+
+
+def alert_pod_action(
+    *, actor, alert: Alert, action: str, client_factory: Callable | None = None
+) -> Alert:
+    """Stop, start or terminate the alert's pod on Runpod, then record it: the pod's new
+    status, an audit event, and (when the action ends the waste) the alert resolved by the
+    actor. Runpod's refusal is a DomainError in words, and nothing is recorded."""
+    from labgov.runpod.services import client_for_account
+
+    if action not in dict(pod_actions_for(actor, alert)):
+        may_act = alert.owner_id == actor.pk or access.can_manage_alert(
+            actor, institution_id=alert.institution_id, lab_id=alert.lab_id
+        )
+        access.deny_unless(may_act and action in POD_ACTIONS)
+        status = alert.resource.status.lower() if alert.resource else "gone"
+        raise DomainError(f"You cannot have the pod {PAST[action]} now (it is {status}).")
+    resource = alert.resource
+    factory = client_factory or client_for_account
+    try:
+        with factory(resource.account) as client:
+            pod = client.pod_action(resource.runpod_id, action)
+    except RunpodError as exc:
+        raise DomainError(f"Runpod refused to {action} the pod: {exc.message}") from exc
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Resource.objects.select_for_update().get(pk=resource.pk)
+        before = {"status": locked.status}
+        if action == "terminate":
+            locked.status = PodStatus.TERMINATED
+            locked.gone_at = now
+            locked.cost_per_hr_usd = 0
+        elif pod is not None:
+            locked.status = pod.status
+            locked.cost_per_hr_usd = pod.cost_per_hr_usd
+        else:
+            locked.status = PodStatus.EXITED if action == "stop" else PodStatus.STARTING
+        locked.status_changed_at = now
+        locked.save(update_fields=["status", "status_changed_at", "gone_at", "cost_per_hr_usd"])
+        audit_record(
+            actor=actor,
+            action=f"runpod.pod_{action}",
+            target=locked,
+            institution_id=alert.institution_id,
+            before=before,
+            after={"status": locked.status, "alert_id": alert.pk},
+            note=f"From alert #{alert.pk}: {alert.title}",
+        )
+        alert = Alert.objects.get(pk=alert.pk)
+        if not alert.is_resolved and _ends_condition(alert, action):
+            alert = alert_resolve(
+                actor=actor, alert=alert, note=f"Pod {PAST[action]} from the alert.", check=False
+            )
+    return alert
+
+
+def _ends_condition(alert: Alert, action: str) -> bool:
+    from labgov.alerts.models import Kind
+
+    if alert.kind == Kind.STOPPED_POD_DISK:
+        return action in ("start", "terminate")
+    return False
+
+
+# -- Settings ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def alert_settings_save(*, actor, institution, lab, values: dict):
+    """Save an institution's default alert settings (lab None) or a lab's own, audited."""
+    from labgov.alerts.config import parse_thresholds
+    from labgov.alerts.models import AlertSettings, Kind
+    from labgov.core.snapshots import snapshot
+
+    access.deny_unless(
+        access.can_edit_alert_settings(
+            actor, institution_id=institution.pk, lab_id=lab.pk if lab else None
+        )
+    )
+    if lab is not None and lab.institution_id != institution.pk:
+        raise DomainError("The lab belongs to another institution.")
+    thresholds = parse_thresholds(values["budget_thresholds"])
+    enabled = set(values.get("enabled_kinds") or [])
+    row = AlertSettings.objects.select_for_update().filter(institution=institution, lab=lab).first()
+    before = snapshot(row) if row else None
+    if row is None:
+        row = AlertSettings(institution=institution, lab=lab)
+    row.disabled_kinds = [k for k in Kind.values if k not in enabled]
+    row.idle_volume_days = values["idle_volume_days"]
+    row.budget_thresholds = ", ".join(str(t) for t in thresholds)
+    row.funding_ending_days = values["funding_ending_days"]
+    row.balance_days = values["balance_days"]
+    row.unattributed_threshold_usd = values["unattributed_threshold_usd"]
+    row.sync_failing_hours = values["sync_failing_hours"]
+    row.updated_at = timezone.now()
+    row.updated_by = actor
+    row.save()
+    audit_record(
+        actor=actor,
+        action="alert_settings.save",
+        target=row,
+        institution_id=institution.pk,
+        before=before,
+        after=snapshot(row),
+    )
+    return row
