@@ -10,8 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import Exists, F, OuterRef, Q
-from django.db.models.functions import Coalesce
+from django.db.models import F, OuterRef, Q, Subquery
 
 from labgov.alerts.config import Resolver
 from labgov.alerts.models import Kind, Severity
@@ -25,6 +24,8 @@ from labgov.usage.models import DailySpend
 
 HOURS_PER_DAY = 24
 UNATTRIBUTED_DAYS = 30
+# A stopped pod's disk counts as billing when its latest billing record is this recent.
+CONFIRM_WITHIN = dt.timedelta(days=2)
 
 
 @dataclass
@@ -85,22 +86,25 @@ def _resources(ctx: Context):
 
 
 def stopped_pod_disks(ctx: Context) -> list[Finding]:
-    """A stopped pod with a volume disk, confirmed by a billing record charging disk since it
-    stopped (or, when the stop time is unknown, in the last two days)."""
-    fallback = ctx.now - dt.timedelta(days=2)
-    billing_since_stop = BillingRecord.objects.filter(
-        resource=OuterRef("pk"),
-        bucket_start__gte=OuterRef("stopped_bucket"),
-        disk_usd__gt=0,
-    )
+    """A stopped pod with a volume disk, confirmed by its billing: its latest record (within
+    the last two days) charges disk and no compute, so it is really billing while stopped."""
+    latest = BillingRecord.objects.filter(resource=OuterRef("pk")).order_by("-bucket_start")
     pods = (
         _resources(ctx)
         .filter(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
-        .annotate(stopped_bucket=Coalesce(F("status_changed_at"), fallback))
-        .filter(Exists(billing_since_stop))
+        .annotate(
+            last_bucket=Subquery(latest.values("bucket_start")[:1]),
+            last_disk_usd=Subquery(latest.values("disk_usd")[:1]),
+            last_compute_usd=Subquery(
+                latest.annotate(compute=F("gpu_usd") + F("cpu_usd")).values("compute")[:1]
+            ),
+        )
+        .filter(last_bucket__gte=ctx.now - CONFIRM_WITHIN, last_disk_usd__gt=0)
     )
     findings = []
     for pod in pods:
+        if pod.last_compute_usd:
+            continue  # its latest hour still ran: it has only just stopped
         lab_id, owner_id = _lab_and_owner(pod)
         if not ctx.settings.for_lab(lab_id).enabled(Kind.STOPPED_POD_DISK):
             continue
@@ -124,7 +128,7 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
                 title=f"Stopped pod {name} is billing {usd(monthly)}/month for its "
                 f"{pod.volume_disk_gb} GB volume disk",
                 detail=f"{stopped}. A stopped pod's volume disk bills at double the running "
-                f"rate ($0.20/GB/month), confirmed by its billing records. Terminate it if "
+                f"rate ($0.20/GB/month); its latest billing records confirm it. Terminate it if "
                 f"the data is no longer needed, or start it to go on working.",
                 monthly_cost_usd=monthly,
                 facts={
