@@ -5,7 +5,7 @@ import hashlib
 from pathlib import Path
 
 import dj_database_url
-from celery.schedules import crontab as _crontab
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from labgov.env import env_bool, env_decimal, env_int, env_list, env_str
@@ -227,6 +227,17 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 # Links in emails are this plus the page's path, e.g. https://labgov.example.edu
 LABGOV_BASE_URL = (env_str("LABGOV_BASE_URL", "") or "").rstrip("/")
 
+# Notifications (see README, "Notifications"): the daily digest's hour, and how long a webhook
+# may take to answer.
+LABGOV_DIGEST_HOUR_UTC = env_int("LABGOV_DIGEST_HOUR_UTC", 7, minimum=0)
+if LABGOV_DIGEST_HOUR_UTC > 23:
+    raise ImproperlyConfigured(f"LABGOV_DIGEST_HOUR_UTC={LABGOV_DIGEST_HOUR_UTC} must be 0 to 23")
+LABGOV_WEBHOOK_TIMEOUT_SECONDS = env_int("LABGOV_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+CELERY_BEAT_SCHEDULE["notifications-digest"] = {
+    "task": "labgov.notifications.tasks.send_digests",
+    "schedule": crontab(minute=0, hour=LABGOV_DIGEST_HOUR_UTC),
+}
+
 # Provisioning requests (see README, "Configuration").
 LABGOV_REQUEST_EXPIRE_DAYS = env_int("LABGOV_REQUEST_EXPIRE_DAYS", 14, minimum=1)
 LABGOV_PROVISION_CLAIM_SECONDS = env_int("LABGOV_PROVISION_CLAIM_SECONDS", 600, minimum=30)
@@ -241,7 +252,7 @@ if LABGOV_ALERTS_DAILY_HOUR_UTC > 23:
     raise ImproperlyConfigured("LABGOV_ALERTS_DAILY_HOUR_UTC must be an hour, 0 to 23")
 CELERY_BEAT_SCHEDULE["alerts-evaluate-daily"] = {
     "task": "labgov.alerts.tasks.evaluate_all",
-    "schedule": _crontab(minute=0, hour=LABGOV_ALERTS_DAILY_HOUR_UTC),
+    "schedule": crontab(minute=0, hour=LABGOV_ALERTS_DAILY_HOUR_UTC),
 }
 CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
     "task": "labgov.provisioning.tasks.resume_provisioning",

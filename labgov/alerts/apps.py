@@ -5,3 +5,12 @@ class AlertsConfig(AppConfig):
     name = "labgov.alerts"
     label = "alerts"
     verbose_name = "Alerts"
+
+    def ready(self):
+        # One notification kind per rule, so people can mute each by name. An alert's own
+        # severity decides how it is sent (critical: emailed at once); this is the default.
+        from labgov.alerts.models import Kind
+        from labgov.notifications.kinds import register
+
+        for kind in Kind:
+            register(f"alert.{kind.value}", f"Alert: {kind.label}", "warning")

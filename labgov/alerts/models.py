@@ -9,6 +9,9 @@ from django.utils import timezone
 
 from labgov.accounts import access
 from labgov.core.money import PreciseMoneyField
+from labgov.notifications.kinds import Severity
+
+__all__ = ["Alert", "AlertSettings", "Kind", "Severity", "WASTE_KINDS"]
 
 
 class Kind(models.TextChoices):
@@ -24,15 +27,6 @@ class Kind(models.TextChoices):
 
 # Alerts about storage that bills while nothing runs: the waste labgov exists to catch.
 WASTE_KINDS = (Kind.STOPPED_POD_DISK, Kind.IDLE_NETWORK_VOLUME)
-
-
-class Severity(models.TextChoices):
-    INFO = "info", "Info"
-    WARNING = "warning", "Warning"
-    CRITICAL = "critical", "Critical"
-
-
-SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
 class AlertQuerySet(models.QuerySet):

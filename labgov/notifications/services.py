@@ -1,12 +1,31 @@
 import logging
+import uuid
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import F
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
-from labgov.notifications.models import Notification
+from labgov.accounts.models import Lab
+from labgov.audit.services import audit_record
+from labgov.core.crypto import SecretUnreadable, decrypt, encrypt
+from labgov.core.errors import DomainError
+from labgov.core.snapshots import snapshot
+from labgov.notifications.kinds import (
+    SEVERITY_RANK,
+    Severity,
+    all_kinds,
+    get_kind,
+    label_for,
+    severity_at_least,
+)
+from labgov.notifications.models import LabWebhook, MutedKind, Notification, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -19,11 +38,23 @@ def notify(
     body: str = "",
     url: str = "",
     dedupe_key: str,
-    severity: str = "info",
-    lab=None,
+    severity: str | None = None,
+    lab: Lab | None = None,
 ) -> list[int]:
-    """Notify each recipient once per dedupe key: in the app, and by email after commit.
+    """Notify each recipient once per dedupe key, in the app; email critical notifications
+    after commit (the others wait for the daily digest); and when `lab` has an active webhook
+    that wants this severity, post the event there once (not once per recipient).
+
+    `severity` defaults to the kind's registered default ("info" for unregistered kinds).
     Returns the ids of the notifications created now (none for ones that existed)."""
+    severity = severity or get_kind(kind).default_severity
+    if severity not in SEVERITY_RANK:
+        raise ValueError(f"Unknown severity {severity!r}")
+    subject, url = subject[:200], url[:500]
+    if lab is not None:
+        _webhook_enqueue(
+            lab=lab, severity=severity, subject=subject, body=body, url=url, dedupe_key=dedupe_key
+        )
     people = {r.pk: r for r in recipients if r is not None and r.pk is not None}
     if not people:
         return []
@@ -41,9 +72,11 @@ def notify(
             Notification(
                 recipient_id=pk,
                 kind=kind,
-                subject=subject[:200],
+                severity=severity,
+                lab=lab,
+                subject=subject,
                 body=body,
-                url=url[:500],
+                url=url,
                 dedupe_key=dedupe_key,
                 created_at=now,
             )
@@ -57,11 +90,32 @@ def notify(
             dedupe_key=dedupe_key, recipient_id__in=fresh, created_at=now
         ).values_list("pk", flat=True)
     )
-    from labgov.notifications.tasks import send_notification_email
+    if severity == Severity.CRITICAL:
+        from labgov.notifications.tasks import send_notification_email
 
-    for pk in ids:
-        transaction.on_commit(lambda pk=pk: send_notification_email.delay(pk), robust=True)
+        for pk in ids:
+            transaction.on_commit(lambda pk=pk: send_notification_email.delay(pk), robust=True)
     return ids
+
+
+def _link(url: str) -> str:
+    return f"{settings.LABGOV_BASE_URL}{url}" if url else ""
+
+
+def _claim_token() -> str:
+    return uuid.uuid4().hex
+
+
+def _release(token: str) -> None:
+    Notification.objects.filter(email_claim=token).update(emailed_at=None, email_claim="")
+
+
+def _skip_muted(recipient_id: int, rows) -> set[str]:
+    """Mark the recipient's due notifications of muted kinds as never to be emailed."""
+    muted = set(MutedKind.objects.filter(user_id=recipient_id).values_list("kind", flat=True))
+    if muted:
+        rows.filter(kind__in=muted).update(email_skipped=True)
+    return muted
 
 
 def notification_email_send(*, notification_id: int) -> bool:
@@ -72,13 +126,13 @@ def notification_email_send(*, notification_id: int) -> bool:
     )
     if notification is None or not notification.recipient.email:
         return False
-    claimed_at = timezone.now()
-    claimed = Notification.objects.filter(pk=notification_id, emailed_at__isnull=True).update(
-        emailed_at=claimed_at
-    )
-    if claimed != 1:
+    due = Notification.objects.filter(pk=notification_id).awaiting_email()
+    if notification.kind in _skip_muted(notification.recipient_id, due):
         return False
-    link = f"{settings.LABGOV_BASE_URL}{notification.url}" if notification.url else ""
+    token = _claim_token()
+    if due.update(emailed_at=timezone.now(), email_claim=token) != 1:
+        return False
+    link = _link(notification.url)
     body = notification.body + (f"\n\n{link}" if link else "")
     try:
         send_mail(
@@ -88,11 +142,72 @@ def notification_email_send(*, notification_id: int) -> bool:
             recipient_list=[notification.recipient.email],
         )
     except Exception:
-        Notification.objects.filter(pk=notification_id, emailed_at=claimed_at).update(
-            emailed_at=None
-        )
+        _release(token)
         raise
     return True
+
+
+def digest_recipient_ids() -> list[int]:
+    """People with notifications waiting for the digest (critical ones are sent at once)."""
+    return list(
+        Notification.objects.awaiting_email()
+        .exclude(severity=Severity.CRITICAL)
+        .values_list("recipient_id", flat=True)
+        .distinct()
+        .order_by("recipient_id")
+    )
+
+
+def digest_send(*, recipient_id: int) -> int:
+    """Email one person every waiting, unmuted, non-critical notification in one message,
+    grouped by kind. The rows are claimed in one conditional UPDATE before sending, so an
+    overlapping run finds nothing to send; a failed send releases them for the retry.
+    Returns how many notifications the email listed."""
+    from labgov.accounts.models import User
+
+    recipient = User.objects.filter(pk=recipient_id).first()
+    if recipient is None or not recipient.email:
+        return 0
+    due = Notification.objects.filter(recipient_id=recipient_id).awaiting_email()
+    due = due.exclude(severity=Severity.CRITICAL)
+    muted = _skip_muted(recipient_id, due)
+    token = _claim_token()
+    if not due.exclude(kind__in=muted).update(emailed_at=timezone.now(), email_claim=token):
+        return 0
+    rows = list(Notification.objects.filter(email_claim=token).order_by("created_at", "id"))
+    groups: dict[str, list[Notification]] = {}
+    for row in rows:
+        groups.setdefault(row.kind, []).append(row)
+    sections = sorted(
+        (
+            {
+                "label": label_for(kind),
+                "items": [{"n": n, "link": _link(n.url)} for n in items],
+            }
+            for kind, items in groups.items()
+        ),
+        key=lambda s: s["label"].lower(),
+    )
+    count = len(rows)
+    try:
+        send_mail(
+            subject=f"[labgov] Your daily digest: {count} notification{'s' if count > 1 else ''}",
+            message=render_to_string(
+                "notifications/digest_email.txt",
+                {
+                    "recipient": recipient,
+                    "sections": sections,
+                    "count": count,
+                    "settings_link": _link(reverse("notifications:settings")),
+                },
+            ),
+            from_email=None,
+            recipient_list=[recipient.email],
+        )
+    except Exception:
+        _release(token)
+        raise
+    return count
 
 
 def notification_mark_read(*, user, notification: Notification) -> None:
@@ -105,3 +220,237 @@ def notifications_mark_all_read(*, user) -> int:
     return Notification.objects.filter(recipient=user, read_at__isnull=True).update(
         read_at=timezone.now()
     )
+
+
+@transaction.atomic
+def muted_kinds_save(*, actor, kinds: Iterable[str]) -> set[str]:
+    """Replace the kinds a person does not want emailed. A personal preference, not
+    governance: not audited."""
+    wanted = set(kinds)
+    known = {k.key for k in all_kinds()}
+    unknown = wanted - known
+    if unknown:
+        raise DomainError(f"Unknown kinds of notification: {', '.join(sorted(unknown))}.")
+    MutedKind.objects.filter(user=actor).exclude(kind__in=wanted).delete()
+    MutedKind.objects.bulk_create(
+        [MutedKind(user=actor, kind=kind) for kind in sorted(wanted)], ignore_conflicts=True
+    )
+    return wanted
+
+
+# Webhooks.
+
+WEBHOOK_AUDIT_FIELDS = ["lab_id", "url_host", "is_active", "min_severity"]
+WEBHOOK_MAX_ATTEMPTS = 5
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+class WebhookTransientError(Exception):
+    """The webhook could not take the message now (network, 5xx, 429): try again later."""
+
+
+def _clean_webhook_url(url: str) -> tuple[str, str]:
+    """The URL and its host, or a DomainError saying what is wrong with it."""
+    url = (url or "").strip()
+    if not url:
+        raise DomainError("Enter the webhook's URL.", field="url")
+    if len(url) > 2000 or any(c.isspace() for c in url):
+        raise DomainError("That does not look like a webhook URL.", field="url")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise DomainError("That does not look like a webhook URL.", field="url") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise DomainError("The webhook URL must start with https:// and name a host.", field="url")
+    if parts.scheme == "http" and not (settings.DEBUG or host in LOCAL_HOSTS):
+        raise DomainError(
+            "The webhook URL must use https:// (plain http:// only for this machine).",
+            field="url",
+        )
+    return url, host
+
+
+@transaction.atomic
+def webhook_save(
+    *,
+    actor,
+    lab: Lab,
+    url: str | None = None,
+    is_active: bool = True,
+    min_severity: str = Severity.WARNING,
+) -> LabWebhook:
+    """Create or change a lab's webhook. An empty url keeps the stored one. Audited, with the
+    URL's host only."""
+    if min_severity not in SEVERITY_RANK:
+        raise DomainError("Choose a severity.", field="min_severity")
+    webhook = LabWebhook.objects.select_for_update().filter(lab=lab).first()
+    if webhook is None and not url:
+        raise DomainError("Enter the webhook's URL.", field="url")
+    before = snapshot(webhook, WEBHOOK_AUDIT_FIELDS) if webhook else None
+    if webhook is None:
+        webhook = LabWebhook(lab=lab, created_by=actor if actor.is_authenticated else None)
+    url_changed = False
+    if url:
+        clean, host = _clean_webhook_url(url)
+        url_changed = webhook.pk is None or decrypt(webhook.url_encrypted) != clean
+        webhook.url_encrypted = encrypt(clean)
+        webhook.url_host = host
+        webhook.url_last4 = clean[-4:]
+    webhook.is_active = is_active
+    webhook.min_severity = min_severity
+    after = snapshot(webhook, WEBHOOK_AUDIT_FIELDS)
+    if before is not None and after == before and not url_changed:
+        return webhook
+    webhook.updated_at = timezone.now()
+    webhook.save()
+    audit_record(
+        actor=actor,
+        action="lab_webhook.create" if before is None else "lab_webhook.update",
+        target=webhook,
+        institution_id=lab.institution_id,
+        before=before,
+        after=after,
+        note="URL replaced" if before is not None and url_changed else "",
+    )
+    return webhook
+
+
+def _mrkdwn(text: str) -> str:
+    # Slack reads &, < and > as markup: escaped, they are shown as typed.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_payload(
+    *, subject: str, body: str = "", url: str = "", severity: str, lab_name: str
+) -> dict:
+    """Slack-compatible JSON: `text` for notifications and clients without blocks, and one
+    section block with the subject, the body and a link to labgov."""
+    lines = [f"*{_mrkdwn(subject)}*"]
+    if body:
+        lines.append(_mrkdwn(body))
+    link = _link(url)
+    if link.startswith(("https://", "http://")):
+        lines.append(f"<{link}|Open in labgov>")
+    label = Severity(severity).label
+    return {
+        "text": f"[{label}] {subject}",
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]}},
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": _mrkdwn(f"{label} · {lab_name}")}],
+            },
+        ],
+    }
+
+
+def _webhook_enqueue(
+    *, lab: Lab, severity: str, subject: str, body: str, url: str, dedupe_key: str
+) -> None:
+    webhook = LabWebhook.objects.filter(lab=lab, is_active=True).first()
+    if webhook is None or not severity_at_least(severity, webhook.min_severity):
+        return
+    delivery, created = WebhookDelivery.objects.get_or_create(
+        webhook=webhook,
+        dedupe_key=dedupe_key,
+        defaults={
+            "payload": slack_payload(
+                subject=subject, body=body, url=url, severity=severity, lab_name=lab.name
+            )
+        },
+    )
+    if created:
+        from labgov.notifications.tasks import deliver_webhook
+
+        transaction.on_commit(lambda: deliver_webhook.delay(delivery.pk), robust=True)
+
+
+def _post(webhook: LabWebhook, payload: dict) -> httpx.Response:
+    timeout = httpx.Timeout(settings.LABGOV_WEBHOOK_TIMEOUT_SECONDS, connect=5.0)
+    return httpx.post(
+        decrypt(webhook.url_encrypted), json=payload, timeout=timeout, follow_redirects=False
+    )
+
+
+def _network_error(webhook: LabWebhook, exc: Exception) -> str:
+    # httpx's messages do not carry the URL, but make sure the secret part never leaks.
+    detail = str(exc).replace(decrypt(webhook.url_encrypted), webhook.url_host)
+    return f"Could not reach {webhook.url_host}: {type(exc).__name__}" + (
+        f" ({detail})" if detail else ""
+    )
+
+
+def _refusal(webhook: LabWebhook, response: httpx.Response) -> str:
+    said = response.text.strip()[:200]
+    return f"{webhook.url_host} answered HTTP {response.status_code}" + (
+        f": {said}" if said else ""
+    )
+
+
+def webhook_deliver(*, delivery_id: int) -> bool:
+    """POST one delivery, at most once: claimed (pending → sending) with a conditional UPDATE
+    first. Network errors, 5xx and 429 put it back to pending and raise WebhookTransientError
+    for the task to retry, until the last attempt marks it failed; other answers fail it at
+    once. Returns whether it was sent now."""
+    delivery = WebhookDelivery.objects.select_related("webhook").filter(pk=delivery_id).first()
+    if delivery is None:
+        return False
+    claimed = WebhookDelivery.objects.filter(
+        pk=delivery_id, status=WebhookDelivery.Status.PENDING
+    ).update(status=WebhookDelivery.Status.SENDING, attempts=F("attempts") + 1)
+    if claimed != 1:
+        return False
+    webhook = delivery.webhook
+    delivery.refresh_from_db(fields=["attempts"])
+    attempts = delivery.attempts
+    rows = WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.SENDING)
+    error, transient = "", False
+    if not webhook.is_active:
+        rows.update(
+            status=WebhookDelivery.Status.FAILED,
+            last_error="The webhook was turned off before this was sent.",
+        )
+        return False
+    try:
+        response = _post(webhook, delivery.payload)
+    except SecretUnreadable as exc:
+        error = str(exc)
+    except httpx.HTTPError as exc:
+        error, transient = _network_error(webhook, exc), True
+    else:
+        if response.is_success:
+            rows.update(status=WebhookDelivery.Status.SENT, sent_at=timezone.now(), last_error="")
+            return True
+        error = _refusal(webhook, response)
+        transient = response.status_code >= 500 or response.status_code == 429
+    if transient and attempts < WEBHOOK_MAX_ATTEMPTS:
+        rows.update(status=WebhookDelivery.Status.PENDING, last_error=error)
+        log.warning("webhook delivery %s: %s (will retry)", delivery_id, error)
+        raise WebhookTransientError(error)
+    if transient:
+        error = f"{error} (gave up after {attempts} attempts)"
+    rows.update(status=WebhookDelivery.Status.FAILED, last_error=error)
+    log.warning("webhook delivery %s failed: %s", delivery_id, error)
+    return False
+
+
+def webhook_send_test(*, actor, webhook: LabWebhook) -> tuple[bool, str]:
+    """Post a test message now and say in words how it went."""
+    payload = slack_payload(
+        subject=f"Test message from labgov for {webhook.lab.name}",
+        body=f"Sent by {actor}. Notifications of severity {webhook.min_severity} and above "
+        "will arrive here.",
+        severity=Severity.INFO,
+        lab_name=webhook.lab.name,
+    )
+    try:
+        response = _post(webhook, payload)
+    except SecretUnreadable as exc:
+        return False, str(exc)
+    except httpx.HTTPError as exc:
+        return False, _network_error(webhook, exc)
+    if response.is_success:
+        return True, f"{webhook.url_host} accepted the test message."
+    return False, _refusal(webhook, response)

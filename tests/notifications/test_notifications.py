@@ -21,12 +21,12 @@ def _notify(users, key="k1", **kw):
     )
 
 
-def test_notify_creates_one_per_recipient_and_emails_after_commit(
+def test_notify_creates_one_per_recipient_and_emails_critical_after_commit(
     db, django_capture_on_commit_callbacks
 ):
     a, b = UserFactory(), UserFactory()
     with django_capture_on_commit_callbacks(execute=True):
-        ids = _notify([a, b, a, None])
+        ids = _notify([a, b, a, None], severity="critical")
     assert len(ids) == 2
     assert {n.recipient for n in Notification.objects.all()} == {a, b}
     assert sorted(m.to[0] for m in mail.outbox) == sorted([a.email, b.email])
@@ -38,8 +38,8 @@ def test_notify_creates_one_per_recipient_and_emails_after_commit(
 def test_the_same_notification_is_never_created_twice(db, django_capture_on_commit_callbacks):
     a = UserFactory()
     with django_capture_on_commit_callbacks(execute=True):
-        _notify([a])
-        assert _notify([a]) == []
+        _notify([a], severity="critical")
+        assert _notify([a], severity="critical") == []
     assert Notification.objects.count() == 1
     assert len(mail.outbox) == 1
 

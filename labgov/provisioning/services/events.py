@@ -82,5 +82,6 @@ def record(
         body=body or note,
         url=reverse("provisioning:detail", args=[req.pk]),
         dedupe_key=f"provisioning_request:{req.pk}:{event}:{audit.pk}",
+        lab=req.lab,
     )
     return audit
