@@ -139,6 +139,16 @@ def alert_resolve(*, actor, alert: Alert, note: str = "", check: bool = True) ->
 # -- Acting on the pod --------------------------------------------------------------------------
 
 
+def may_act_on_pod(user, alert: Alert, action: str) -> bool:
+    """Whether this person may take this action on the alert's pod at all (whatever its
+    status now): lab and institution admins any; the pod's owner stop and start."""
+    if action not in POD_ACTIONS:
+        return False
+    if access.can_manage_alert(user, institution_id=alert.institution_id, lab_id=alert.lab_id):
+        return True
+    return alert.owner_id is not None and alert.owner_id == user.pk and action in OWNER_ACTIONS
+
+
 def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:
     """The pod actions this person may take from this alert now, as (action, label)."""
     resource = alert.resource
@@ -149,17 +159,11 @@ def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:
         or resource.gone_at is not None
     ):
         return []
-    manager = access.can_manage_alert(
-        user, institution_id=alert.institution_id, lab_id=alert.lab_id
-    )
-    owner = alert.owner_id is not None and alert.owner_id == user.pk
-    allowed = []
-    for action, (label, statuses) in POD_ACTIONS.items():
-        if resource.status not in statuses:
-            continue
-        if manager or (owner and action in OWNER_ACTIONS):
-            allowed.append((action, label))
-    return allowed
+    return [
+        (action, label)
+        for action, (label, statuses) in POD_ACTIONS.items()
+        if resource.status in statuses and may_act_on_pod(user, alert, action)
+    ]
 
 
 def alert_pod_action(
@@ -170,11 +174,8 @@ def alert_pod_action(
     actor. Runpod's refusal is a DomainError in words, and nothing is recorded."""
     from labgov.runpod.services import client_for_account
 
+    access.deny_unless(may_act_on_pod(actor, alert, action))
     if action not in dict(pod_actions_for(actor, alert)):
-        may_act = alert.owner_id == actor.pk or access.can_manage_alert(
-            actor, institution_id=alert.institution_id, lab_id=alert.lab_id
-        )
-        access.deny_unless(may_act and action in POD_ACTIONS)
         status = alert.resource.status.lower() if alert.resource else "gone"
         raise DomainError(f"You cannot have the pod {PAST[action]} now (it is {status}).")
     resource = alert.resource
@@ -183,7 +184,7 @@ def alert_pod_action(
         with factory(resource.account) as client:
             pod = client.pod_action(resource.runpod_id, action)
     except RunpodError as exc:
-        raise DomainError(f"Runpod refused to {action} the pod: {exc.message}") from exc
+        raise DomainError(f"Could not {action} the pod on Runpod: {exc.message}") from exc
     now = timezone.now()
     with transaction.atomic():
         locked = Resource.objects.select_for_update().get(pk=resource.pk)

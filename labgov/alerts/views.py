@@ -142,14 +142,8 @@ def alert_transition(request, pk: int, action: str):
 def alert_pod_action(request, pk: int, action: str):
     """GET asks for confirmation, saying what the action does; POST does it."""
     alert = selectors.alert_for_user(request.user, pk)
+    access.deny_unless(services.may_act_on_pod(request.user, alert, action))
     allowed = dict(services.pod_actions_for(request.user, alert))
-    if action not in allowed:
-        access.deny_unless(
-            alert.owner_id == request.user.pk
-            or access.can_manage_alert(
-                request.user, institution_id=alert.institution_id, lab_id=alert.lab_id
-            )
-        )
     if request.method == "POST":
         try:
             services.alert_pod_action(actor=request.user, alert=alert, action=action)
