@@ -18,8 +18,8 @@ from labgov.runpod.services import resource_assign
 from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
 from tests.factories import RunpodAccountFactory, _encrypt
+from tests.fixtures_browser import login
 from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
-from tests.provisioning.test_browser import _login, browser  # noqa: F401 - a fixture
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,7 +50,7 @@ def test_journey_3_stopped_but_billing_alert_resolved_by_terminating(
     world,
     sim,
     browser,
-    live_server,  # noqa: F811 - the imported fixture
+    live_server,
 ):
     account = RunpodAccountFactory(
         institution=world.institution,
@@ -89,12 +89,12 @@ def test_journey_3_stopped_but_billing_alert_resolved_by_terminating(
     assert told == {world.member.pk, world.lab_admin.pk}
 
     # The student sees it among her notifications.
-    student = _login(browser, live_server, world.member)
+    student = login(browser, live_server, world.member)
     student.click("nav >> text=Notifications")
     assert "tara-finetune" in student.locator("table").inner_text()
 
     # The lab admin sees it on the dashboard with its monthly cost, and terminates the pod.
-    admin = _login(browser, live_server, world.lab_admin)
+    admin = login(browser, live_server, world.lab_admin)
     row = admin.locator(f"#home-alerts tr[data-alert='{alert.pk}']")
     assert "$20.00" in row.inner_text()
     row.locator("a").click()

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from tests.dashboard.conftest import TODAY
+from tests.fixtures_browser import login
 from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
-from tests.provisioning.test_browser import ARGS, CHROMIUM
 
 pytestmark = [
     pytest.mark.browser,
@@ -18,27 +18,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def page(monkeypatch, live_server, world, spend):
-    import os
-
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
-    from django.db import connections
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        page = browser.new_context().new_page()
-        page.set_default_timeout(15_000)
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", world.lab_admin.username)
-        page.fill("input[name=password]", "pw")
-        page.click("button:text('Log in')")
-        page.wait_for_url(re.compile(r".*/$"))
-        yield page
-        browser.close()
-        connections.close_all()
+def page(browser, live_server, world, spend):
+    return login(browser, live_server, world.lab_admin)
 
 
 def _drawn(page, chart_id: str) -> bool:

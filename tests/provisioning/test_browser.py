@@ -16,6 +16,7 @@ from labgov.runpod.models import BillingRecord
 from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
 from tests.factories import RunpodAccountFactory, _encrypt
+from tests.fixtures_browser import login
 
 pytestmark = [
     pytest.mark.browser,
@@ -23,38 +24,8 @@ pytestmark = [
     pytest.mark.usefixtures("flushable_append_only"),
 ]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 KEY = "sim-key-journey-2"
 H100 = "NVIDIA H100 80GB HBM3"
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    import os
-
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
-    from django.db import connections
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
-    # still plain synchronous ones.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield browser
-        browser.close()
-        # ORM calls made while Playwright's loop runs get their own connection; close it, or
-        # it outlives the test database.
-        connections.close_all()
 
 
 @pytest.fixture
@@ -62,17 +33,6 @@ def sim():
     with SimulatorServer(scenario=load_scenario("default"), api_key=KEY) as server:
         server.set_now(timezone.now())
         yield server
-
-
-def _login(browser, live_server, user):
-    page = browser.new_context().new_page()
-    page.set_default_timeout(15_000)
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button:text('Log in')")
-    page.wait_for_url(re.compile(r".*/$"))
-    return page
 
 
 def test_journey_2_request_approve_provision_sync(world, sim, browser, live_server):
@@ -87,7 +47,7 @@ def test_journey_2_request_approve_provision_sync(world, sim, browser, live_serv
     assert first.status == "succeeded", first.error
 
     # The student requests 8 x H100 for 10 hours and watches the estimate follow the form.
-    student = _login(browser, live_server, world.member)
+    student = login(browser, live_server, world.member)
     student.click("nav >> text=Requests")
     student.click("text=Request capacity")
     student.fill("#id_title", "Fine-tune 8B")
@@ -115,7 +75,7 @@ def test_journey_2_request_approve_provision_sync(world, sim, browser, live_serv
     assert req.estimate_total_usd == D("215.20")
 
     # The lab admin approves it in the review queue; labgov creates the pod on Runpod.
-    admin = _login(browser, live_server, world.lab_admin)
+    admin = login(browser, live_server, world.lab_admin)
     admin.click("nav >> text=Review")
     row = admin.locator(f"#review-row-{req.pk}")
     row.locator("button:text('Approve')").click()

@@ -1,0 +1,50 @@
+"""Browser tests' fixtures: Debian's Chromium driven by Playwright, and logging a person in.
+Loaded for the whole suite by tests/conftest.py; tests using them are marked `browser`."""
+
+import os
+import re
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("LABGOV_REQUIRE_SERVICES") == "1":
+            pytest.fail("LABGOV_REQUIRE_SERVICES=1 but Debian's Chromium is not installed")
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+    from django.db import connections
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
+    # still plain synchronous ones.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield browser
+        browser.close()
+        # ORM calls made while Playwright's loop runs get their own connection; close it, or
+        # it outlives the test database.
+        connections.close_all()
+
+
+def login(browser, live_server, user):
+    """A new page logged in as `user` (every test user's password is "pw")."""
+    page = browser.new_context().new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", "pw")
+    page.click("button:text('Log in')")
+    page.wait_for_url(re.compile(r".*/$"))
+    return page
