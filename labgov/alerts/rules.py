@@ -337,7 +337,6 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
                 f"{gap_words(outlook.days_before_end)} before it ends",
                 detail=f"Burn rate {usd(rate)}/day over the last 7 days; "
                 f"{usd(holder.remaining_usd)} left; ends {day_words(holder.end_date)}.",
-                monthly_cost_usd=to_cents(rate * Decimal("30.44")),
                 facts={
                     "run_out_date": outlook.run_out_date.isoformat(),
                     "burn_rate_usd_per_day": str(to_cents(rate)),
@@ -488,7 +487,6 @@ def balance_risks(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
                 f"be recovered"
                 + (f": {names}." if names else ".")
                 + " Add credit, or move data that matters to a network volume.",
-                monthly_cost_usd=to_cents(daily * Decimal("30.44")),
                 facts={
                     "balance_usd": str(balance),
                     "days_left": f"{days_left:.2f}",
