@@ -298,7 +298,36 @@ def _pages(world: dict) -> dict:
         ),
         "student": (world["student"], reverse("dashboard:me")),
         "finance": (world["finance"], reverse("dashboard:institution")),
+        "lab admin: home": (world["lab_admin"], reverse("home")),
+        "finance: alerts": (world["finance"], reverse("alerts:list")),
     }
+
+
+def _evaluate(sizes: dict, rounds: int = 5) -> dict:
+    """Alert evaluation of the institution: the first run (opens every alert and notifies),
+    then the median of `rounds` more (what each sync and the daily run cost from then on)."""
+    from labgov.accounts.models import Institution
+    from labgov.alerts.evaluation import alerts_evaluate
+    from labgov.alerts.models import Alert
+
+    results = {}
+    for size, run in sizes.items():
+        _use(run["connection"])
+        institution_id = Institution.objects.get(slug="bench").pk
+        started = time.perf_counter()
+        alerts_evaluate(institution_id=institution_id)
+        first = (time.perf_counter() - started) * 1000
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            alerts_evaluate(institution_id=institution_id)
+            times.append((time.perf_counter() - started) * 1000)
+        results[size] = {
+            "first_ms": round(first, 1),
+            "median_ms": round(statistics.median(times), 1),
+            "alerts": Alert.objects.unresolved().count(),
+        }
+    return results
 
 
 def _measure(sizes: dict, requests: int) -> dict:
@@ -363,6 +392,7 @@ def main() -> None:
             print(f"{size:,} records: built in {data['build_seconds']} s {data}", flush=True)
             runs[size] = {"connection": connection, "world": world, "data": data}
         load_before = os.getloadavg()[0]
+        evaluation = _evaluate(runs)
         pages = _measure(runs, args.requests)
         load_after = os.getloadavg()[0]
     finally:
@@ -383,6 +413,7 @@ def main() -> None:
         # Other work on the machine slows every page alike; the ratio is immune to it.
         "load_average_1min": [round(load_before, 2), round(load_after, 2)],
         "runs": {str(k): v for k, v in runs.items()},
+        "alert_evaluation": {str(k): v for k, v in evaluation.items()},
         "pages": {
             name: {
                 "median_ms": large[name]["median_ms"],
@@ -410,6 +441,11 @@ def main() -> None:
             f"{name:<28}{p['median_ms']:>10}{p['p95_ms']:>9}{p['queries']:>9}"
             f"{p['small_median_ms']:>12}{p['small_p95_ms']:>9}{p['small_queries']:>7}"
             f"{p['ratio']:>7}"
+        )
+    for size, e in evaluation.items():
+        print(
+            f"alert evaluation at {size:,} records: first {e['first_ms']} ms "
+            f"(opening {e['alerts']} alerts), then median {e['median_ms']} ms"
         )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

@@ -69,6 +69,7 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
             for a in Alert.objects.filter(institution_id=institution_id).unresolved()
         }
         outcome = Outcome()
+        unchanged = []
         for key, finding in findings.items():
             alert = current.pop(key, None)
             if alert is None:
@@ -76,11 +77,16 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
                 outcome.opened.append(alert.pk)
                 outcome.notified += _tell(alert, reason="open")
                 continue
-            reason = _update(alert, finding, now)
             outcome.updated += 1
+            if _same(alert, finding, now):
+                unchanged.append(alert.pk)
+                continue
+            reason = _update(alert, finding, now)
             if reason:
                 outcome.reopened.append(alert.pk)
                 outcome.notified += _tell(alert, reason=reason)
+        # Most alerts stand still from one evaluation to the next: one statement for them all.
+        Alert.objects.filter(pk__in=unchanged).update(last_seen_at=now)
         for alert in current.values():
             alert.state = Alert.State.RESOLVED
             alert.resolved_at = now
@@ -126,6 +132,15 @@ def _open(institution_id: int, finding: Finding, now: dt.datetime) -> Alert:
 def _copy(alert: Alert, finding: Finding) -> None:
     for name in UPDATED_FIELDS:
         setattr(alert, name, getattr(finding, name))
+
+
+def _same(alert: Alert, finding: Finding, now: dt.datetime) -> bool:
+    """Nothing to write but the time it was last seen, and nobody to tell."""
+    if alert.state == Alert.State.SNOOZED and alert.snoozed_until and alert.snoozed_until <= now:
+        return False
+    return finding.level <= alert.level and all(
+        getattr(alert, name) == getattr(finding, name) for name in UPDATED_FIELDS
+    )
 
 
 def _update(alert: Alert, finding: Finding, now: dt.datetime) -> str:
