@@ -18,3 +18,6 @@ LABGOV_SYNC_SLICE_HOURS = 48
 # One writer: tests run inside a transaction another thread's connection could not see.
 # tests/runpod/test_sync_parallel.py covers several writers on PostgreSQL.
 LABGOV_SYNC_WRITERS = 1
+
+# The webhook tests' receiver listens on plain http on this machine.
+LABGOV_WEBHOOK_HTTP_HOSTS = ["127.0.0.1", "localhost", "::1"]

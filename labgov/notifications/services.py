@@ -1,3 +1,4 @@
+import datetime as dt
 import logging
 import uuid
 from collections.abc import Iterable
@@ -147,11 +148,22 @@ def notification_email_send(*, notification_id: int) -> bool:
     return True
 
 
+# A critical notification is emailed at once; one still unsent this long after (its email
+# failed every retry) goes out with the next digest instead of never.
+CRITICAL_FALLBACK = dt.timedelta(hours=2)
+
+
+def _for_digest(notifications):
+    """Waiting notifications the digest sends: all but critical ones still in their own
+    email's hands."""
+    recent = timezone.now() - CRITICAL_FALLBACK
+    return notifications.awaiting_email().exclude(severity=Severity.CRITICAL, created_at__gt=recent)
+
+
 def digest_recipient_ids() -> list[int]:
     """People with notifications waiting for the digest (critical ones are sent at once)."""
     return list(
-        Notification.objects.awaiting_email()
-        .exclude(severity=Severity.CRITICAL)
+        _for_digest(Notification.objects.all())
         .values_list("recipient_id", flat=True)
         .distinct()
         .order_by("recipient_id")
@@ -168,8 +180,7 @@ def digest_send(*, recipient_id: int) -> int:
     recipient = User.objects.filter(pk=recipient_id).first()
     if recipient is None or not recipient.email:
         return 0
-    due = Notification.objects.filter(recipient_id=recipient_id).awaiting_email()
-    due = due.exclude(severity=Severity.CRITICAL)
+    due = _for_digest(Notification.objects.filter(recipient_id=recipient_id))
     muted = _skip_muted(recipient_id, due)
     token = _claim_token()
     if not due.exclude(kind__in=muted).update(emailed_at=timezone.now(), email_claim=token):
@@ -242,7 +253,6 @@ def muted_kinds_save(*, actor, kinds: Iterable[str]) -> set[str]:
 
 WEBHOOK_AUDIT_FIELDS = ["lab_id", "url_host", "is_active", "min_severity"]
 WEBHOOK_MAX_ATTEMPTS = 5
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 class WebhookTransientError(Exception):
@@ -264,11 +274,8 @@ def _clean_webhook_url(url: str) -> tuple[str, str]:
         raise DomainError("That does not look like a webhook URL.", field="url") from None
     if parts.scheme not in ("https", "http") or not host:
         raise DomainError("The webhook URL must start with https:// and name a host.", field="url")
-    if parts.scheme == "http" and not (settings.DEBUG or host in LOCAL_HOSTS):
-        raise DomainError(
-            "The webhook URL must use https:// (plain http:// only for this machine).",
-            field="url",
-        )
+    if parts.scheme == "http" and host not in settings.LABGOV_WEBHOOK_HTTP_HOSTS:
+        raise DomainError("The webhook URL must use https://.", field="url")
     return url, host
 
 

@@ -163,3 +163,22 @@ def test_the_management_command_sends_the_digests(db, test_kinds):
     _notify([a], "test.alpha", "a1")
     call_command("send_digests", stdout=open("/dev/null", "w"))  # noqa: SIM115
     assert len(mail.outbox) == 1
+
+
+def test_a_critical_email_that_never_went_out_joins_the_digest_later(db, test_kinds):
+    """Its own email failed every retry (here: was never sent): while it may still be on its
+    way the digest leaves it alone; two hours on, the digest carries it."""
+    import datetime as dt
+
+    import time_machine
+    from django.utils import timezone
+
+    a = UserFactory()
+    start = timezone.now()
+    with time_machine.travel(start, tick=False) as clock:
+        _notify([a], "test.alpha", "c1", severity="critical")  # on_commit never ran
+        assert digest_send(recipient_id=a.pk) == 0
+        clock.shift(dt.timedelta(hours=2, minutes=1))
+        assert digest_send(recipient_id=a.pk) == 1
+    assert "Subject c1" in mail.outbox[0].body
+    assert digest_send(recipient_id=a.pk) == 0

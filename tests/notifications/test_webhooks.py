@@ -198,10 +198,13 @@ def test_good_urls_are_taken(world, url):
     assert webhook_save(actor=world.lab_admin, lab=world.lab, url=url).url_host in url
 
 
-def test_plain_http_elsewhere_only_in_debug(world, settings):
-    settings.DEBUG = True
-    hook = webhook_save(actor=world.lab_admin, lab=world.lab, url="http://hooks.example.com/x")
-    assert hook.url_host == "hooks.example.com"
+def test_plain_http_only_to_the_hosts_allowed_for_it(world, settings):
+    settings.LABGOV_WEBHOOK_HTTP_HOSTS = ["hooks.internal.test"]
+    hook = webhook_save(actor=world.lab_admin, lab=world.lab, url="http://hooks.internal.test/x")
+    assert hook.url_host == "hooks.internal.test"
+    settings.LABGOV_WEBHOOK_HTTP_HOSTS = []
+    with pytest.raises(DomainError, match="must use https://"):
+        webhook_save(actor=world.lab_admin, lab=world.lab, url="http://127.0.0.1:8000/x")
 
 
 def test_send_test_message(world, webhook, hook_server):
