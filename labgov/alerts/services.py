@@ -32,17 +32,28 @@ PAST = {"stop": "stopped", "start": "started", "terminate": "terminated"}
 OWNER_ACTIONS = ("stop", "start")
 
 
-def _locked(alert: Alert) -> Alert:
-    return Alert.objects.select_for_update().get(pk=alert.pk)
-
-
 def _require_manager(actor, alert: Alert) -> None:
     access.deny_unless(
         access.can_manage_alert(actor, institution_id=alert.institution_id, lab_id=alert.lab_id)
     )
 
 
-def _audit(actor, alert: Alert, action: str, before: dict, note: str = "") -> None:
+def _iso(moment):
+    return moment.isoformat() if moment else None
+
+
+def _change(actor, alert: Alert, action: str, *, unless_state=None, note="", **fields) -> Alert:
+    """Change an unresolved alert under its row lock and audit the change. Nothing happens
+    when it is already in `unless_state`."""
+    alert = Alert.objects.select_for_update().get(pk=alert.pk)
+    if alert.state == Alert.State.RESOLVED:
+        raise DomainError("This alert is already resolved.")
+    if alert.state == unless_state:
+        return alert
+    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
+    for name, value in fields.items():
+        setattr(alert, name, value)
+    alert.save(update_fields=list(fields))
     audit_record(
         actor=actor,
         action=f"alert.{action}",
@@ -52,32 +63,22 @@ def _audit(actor, alert: Alert, action: str, before: dict, note: str = "") -> No
         after={"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)},
         note=note,
     )
-
-
-def _iso(moment):
-    return moment.isoformat() if moment else None
-
-
-def _unresolved(alert: Alert) -> None:
-    if alert.state == Alert.State.RESOLVED:
-        raise DomainError("This alert is already resolved.")
+    return alert
 
 
 @transaction.atomic
 def alert_acknowledge(*, actor, alert: Alert) -> Alert:
     _require_manager(actor, alert)
-    alert = _locked(alert)
-    _unresolved(alert)
-    if alert.state == Alert.State.ACKNOWLEDGED:
-        return alert
-    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
-    alert.state = Alert.State.ACKNOWLEDGED
-    alert.acknowledged_by = actor
-    alert.acknowledged_at = timezone.now()
-    alert.snoozed_until = None
-    alert.save(update_fields=["state", "acknowledged_by", "acknowledged_at", "snoozed_until"])
-    _audit(actor, alert, "acknowledge", before)
-    return alert
+    return _change(
+        actor,
+        alert,
+        "acknowledge",
+        unless_state=Alert.State.ACKNOWLEDGED,
+        state=Alert.State.ACKNOWLEDGED,
+        acknowledged_by=actor,
+        acknowledged_at=timezone.now(),
+        snoozed_until=None,
+    )
 
 
 @transaction.atomic
@@ -91,31 +92,23 @@ def alert_snooze(*, actor, alert: Alert, until: dt.datetime) -> Alert:
             f"Snooze for at most {MAX_SNOOZE_DAYS} days; resolve the alert instead.",
             field="until",
         )
-    alert = _locked(alert)
-    _unresolved(alert)
-    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
-    alert.state = Alert.State.SNOOZED
-    alert.snoozed_until = until
-    alert.snoozed_by = actor
-    alert.save(update_fields=["state", "snoozed_until", "snoozed_by"])
-    _audit(actor, alert, "snooze", before)
-    return alert
+    return _change(
+        actor, alert, "snooze", state=Alert.State.SNOOZED, snoozed_until=until, snoozed_by=actor
+    )
 
 
 @transaction.atomic
 def alert_reopen(*, actor, alert: Alert) -> Alert:
     """Back to open from acknowledged or snoozed."""
     _require_manager(actor, alert)
-    alert = _locked(alert)
-    _unresolved(alert)
-    if alert.state == Alert.State.OPEN:
-        return alert
-    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
-    alert.state = Alert.State.OPEN
-    alert.snoozed_until = None
-    alert.save(update_fields=["state", "snoozed_until"])
-    _audit(actor, alert, "reopen", before)
-    return alert
+    return _change(
+        actor,
+        alert,
+        "reopen",
+        unless_state=Alert.State.OPEN,
+        state=Alert.State.OPEN,
+        snoozed_until=None,
+    )
 
 
 @transaction.atomic
@@ -124,16 +117,16 @@ def alert_resolve(*, actor, alert: Alert, note: str = "", check: bool = True) ->
     opens: to quiet one for a while, snooze it."""
     if check:
         _require_manager(actor, alert)
-    alert = _locked(alert)
-    _unresolved(alert)
-    before = {"state": alert.state, "snoozed_until": _iso(alert.snoozed_until)}
-    alert.state = Alert.State.RESOLVED
-    alert.resolved_at = timezone.now()
-    alert.resolved_by = actor
-    alert.resolution = (note or "Resolved by hand.")[:500]
-    alert.save(update_fields=["state", "resolved_at", "resolved_by", "resolution"])
-    _audit(actor, alert, "resolve", before, note=note)
-    return alert
+    return _change(
+        actor,
+        alert,
+        "resolve",
+        note=note,
+        state=Alert.State.RESOLVED,
+        resolved_at=timezone.now(),
+        resolved_by=actor,
+        resolution=(note or "Resolved by hand.")[:500],
+    )
 
 
 # -- Acting on the pod --------------------------------------------------------------------------
