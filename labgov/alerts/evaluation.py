@@ -7,6 +7,7 @@ when its snooze runs out, or when it comes back after being resolved (a new aler
 
 import datetime as dt
 import logging
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
@@ -68,6 +69,7 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
             (a.kind, a.subject_key): a
             for a in Alert.objects.filter(institution_id=institution_id).unresolved()
         }
+        audience = Audience(institution_id, {f.owner_id for f in findings.values()})
         outcome = Outcome()
         unchanged = []
         for key, finding in findings.items():
@@ -75,7 +77,7 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
             if alert is None:
                 alert = _open(institution_id, finding, now)
                 outcome.opened.append(alert.pk)
-                outcome.notified += _tell(alert, reason="open")
+                outcome.notified += _tell(alert, audience, reason="open")
                 continue
             outcome.updated += 1
             if _same(alert, finding, now):
@@ -84,16 +86,16 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
             reason = _update(alert, finding, now)
             if reason:
                 outcome.reopened.append(alert.pk)
-                outcome.notified += _tell(alert, reason=reason)
+                outcome.notified += _tell(alert, audience, reason=reason)
         # Most alerts stand still from one evaluation to the next: one statement for them all.
         Alert.objects.filter(pk__in=unchanged).update(last_seen_at=now)
-        for alert in current.values():
-            alert.state = Alert.State.RESOLVED
-            alert.resolved_at = now
-            alert.resolved_by = None
-            alert.resolution = "The condition cleared."
-            alert.save(update_fields=["state", "resolved_at", "resolved_by", "resolution"])
-            outcome.resolved.append(alert.pk)
+        outcome.resolved = [alert.pk for alert in current.values()]
+        Alert.objects.filter(pk__in=outcome.resolved).update(
+            state=Alert.State.RESOLVED,
+            resolved_at=now,
+            resolved_by=None,
+            resolution="The condition cleared.",
+        )
     return outcome
 
 
@@ -161,25 +163,38 @@ def _update(alert: Alert, finding: Finding, now: dt.datetime) -> str:
     return reason
 
 
-def recipients_of(alert: Alert) -> list[User]:
-    """The owner of the resource or allocation, and who governs it: the lab's admins, or the
-    institution's admins when the alert has no lab or the lab has no admin."""
-    people = []
-    if alert.owner_id:
-        people.append(alert.owner_id)
-    managers = Membership.objects.active().filter(lab_id=alert.lab_id, role=Role.LAB_ADMIN)
-    ids = list(managers.values_list("user_id", flat=True)) if alert.lab_id else []
-    if not ids:
-        ids = list(
+GOVERNING_ROLES = (Role.LAB_ADMIN, Role.INSTITUTION_ADMIN)
+
+
+class Audience:
+    """Who is told about an institution's alerts, read once per evaluation: the owner of the
+    resource or allocation, and who governs it (the lab's admins, or the institution's admins
+    when the alert has no lab or its lab has no admin)."""
+
+    def __init__(self, institution_id: int, owner_ids):
+        self.labs = {lab.pk: lab for lab in Lab.objects.filter(institution_id=institution_id)}
+        self.lab_admins: dict[int, list[int]] = defaultdict(list)
+        self.institution_admins: list[int] = []
+        for role, lab_id, user_id in (
             Membership.objects.active()
-            .filter(institution_id=alert.institution_id, role=Role.INSTITUTION_ADMIN)
-            .values_list("user_id", flat=True)
-        )
-    people += ids
-    return list(User.objects.filter(pk__in=set(people), is_active=True))
+            .filter(institution_id=institution_id, role__in=GOVERNING_ROLES)
+            .values_list("role", "lab_id", "user_id")
+        ):
+            if role == Role.LAB_ADMIN:
+                self.lab_admins[lab_id].append(user_id)
+            else:
+                self.institution_admins.append(user_id)
+        wanted = {*owner_ids, *self.institution_admins}
+        wanted.update(i for ids in self.lab_admins.values() for i in ids)
+        self.users = User.objects.filter(is_active=True).in_bulk(wanted - {None})
+
+    def of(self, alert: Alert) -> list[User]:
+        managers = self.lab_admins.get(alert.lab_id, []) or self.institution_admins
+        ids = {alert.owner_id, *managers} - {None}
+        return [self.users[i] for i in sorted(ids) if i in self.users]
 
 
-def _tell(alert: Alert, *, reason: str) -> int:
+def _tell(alert: Alert, audience: Audience, *, reason: str) -> int:
     body = alert.detail
     if alert.monthly_cost_usd is not None and alert.kind in (
         Kind.STOPPED_POD_DISK,
@@ -187,16 +202,15 @@ def _tell(alert: Alert, *, reason: str) -> int:
         Kind.FUNDING_ENDING,
     ):
         body = f"Costs {usd(alert.monthly_cost_usd)} a month.\n{body}"
-    lab = Lab.objects.filter(pk=alert.lab_id).first() if alert.lab_id else None
     return len(
         notify(
-            recipients=recipients_of(alert),
+            recipients=audience.of(alert),
             kind=f"alert.{alert.kind}",
             subject=alert.title,
             body=body,
             url=reverse("alerts:detail", args=[alert.pk]),
             dedupe_key=f"alert:{alert.pk}:{reason}",
             severity=alert.severity,
-            lab=lab,
+            lab=audience.labs.get(alert.lab_id),
         )
     )
