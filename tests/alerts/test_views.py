@@ -318,3 +318,10 @@ def test_home_shows_the_alert_to_its_lab_admin(world, alert, client_for):
     assert "Needs attention" in page and f'data-alert="{alert.pk}"' in page
     other = client_for(world.other_member).get(reverse("home")).content.decode()
     assert f'data-alert="{alert.pk}"' not in other
+
+
+def test_lab_dashboard_lists_the_labs_alerts(world, alert, client_for):
+    page = client_for(world.lab_admin).get(reverse("dashboard:lab", args=[world.lab.pk]))
+    assert f'data-alert="{alert.pk}"' in page.content.decode()
+    other = client_for(world.inst_admin).get(reverse("dashboard:lab", args=[world.other_lab.pk]))
+    assert f'data-alert="{alert.pk}"' not in other.content.decode()
