@@ -75,8 +75,29 @@ class Command(BaseCommand):
         run = account_sync(account_id=account.pk, trigger=SyncRun.Trigger.COMMAND)
         if run.status == SyncRun.Status.SUCCEEDED:
             self.stdout.write(self.style.SUCCESS(f"Synced {run.counts.get('records', 0)} records."))
+            self._claim_stopped_pod(account)
         else:
             self.stdout.write(self.style.WARNING(f"Sync {run.status}: {run.error}"))
+
+    def _claim_stopped_pod(self, account) -> None:
+        """Journey 3 in the demo: Pia claims Kim's forgotten annotation pod from the
+        unattributed queue, so its stopped-but-billing alert is on the Vision lab's pages."""
+        from labgov.alerts.evaluation import alerts_evaluate
+        from labgov.funding.models import Allocation
+        from labgov.runpod.models import Resource
+        from labgov.runpod.services import resource_assign
+
+        pod = Resource.objects.filter(
+            account=account, kind="pod", name="vision-annotate", current_allocation__isnull=True
+        ).first()
+        allocation = Allocation.objects.filter(
+            user__username="kim", funding_source__lab__slug="vision"
+        ).first()
+        if pod is None or allocation is None:
+            return
+        pia = User.objects.get(username="pia")
+        resource_assign(actor=pia, resource=pod, allocation=allocation, note="Kim's annotation pod")
+        alerts_evaluate(institution_id=account.institution_id)
 
     @transaction.atomic
     def _seed(self) -> dict:
