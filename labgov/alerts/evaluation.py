@@ -83,10 +83,15 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
             if _same(alert, finding, now):
                 unchanged.append(alert.pk)
                 continue
+            moved = (alert.lab_id, alert.owner_id) != (finding.lab_id, finding.owner_id)
             reason = _update(alert, finding, now)
             if reason:
                 outcome.reopened.append(alert.pk)
                 outcome.notified += _tell(alert, audience, reason=reason)
+            elif moved:
+                # Someone new owns or governs it now (a resource was assigned): tell them,
+                # under the opening's key, so those already told are not told again.
+                outcome.notified += _tell(alert, audience, reason="open")
         # Most alerts stand still from one evaluation to the next: one statement for them all.
         Alert.objects.filter(pk__in=unchanged).update(last_seen_at=now)
         outcome.resolved = [alert.pk for alert in current.values()]

@@ -213,3 +213,22 @@ def test_a_sync_evaluates_its_institutions_alerts(
     assert run.counts["balance_read"] is True
     sim_account.refresh_from_db()
     assert sim_account.balance_usd == sim.state.balance_usd
+
+
+def test_an_alert_whose_resource_is_assigned_tells_its_new_people_once(world, account, clock):
+    from labgov.runpod.services import resource_assign
+
+    pod = make_pod(account, None, status="EXITED", volume_disk_gb=100)
+    bill(pod, T0 - HOUR)
+    evaluate(world)
+    alert = Alert.objects.get()
+    assert alert.lab is None
+    assert _notified(alert) == [world.inst_admin.username]
+    resource_assign(actor=world.lab_admin, resource=pod, allocation=world.allocation)
+    evaluate(world)
+    evaluate(world)
+    alert.refresh_from_db()
+    assert (alert.lab, alert.owner) == (world.lab, world.member)
+    assert _notified(alert) == sorted(
+        [world.inst_admin.username, world.member.username, world.lab_admin.username]
+    )
