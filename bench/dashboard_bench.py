@@ -298,6 +298,10 @@ def _pages(world: dict) -> dict:
         ),
         "student": (world["student"], reverse("dashboard:me")),
         "finance": (world["finance"], reverse("dashboard:institution")),
+        "lab admin: lab alerts": (
+            world["lab_admin"],
+            reverse("alerts:lab_panel", args=[world["lab"].pk]),
+        ),
         "lab admin: home": (world["lab_admin"], reverse("home")),
         "finance: alerts": (world["finance"], reverse("alerts:list")),
     }

@@ -6,6 +6,7 @@ app_name = "alerts"
 urlpatterns = [
     path("", views.alert_list, name="list"),
     path("badge/", views.alert_badge, name="badge"),
+    path("labs/<int:lab_id>/", views.lab_panel, name="lab_panel"),
     path("settings/", views.settings_list, name="settings"),
     path("settings/lab/<int:lab_id>/", views.settings_edit_lab, name="settings_lab"),
     path(

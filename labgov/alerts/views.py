@@ -46,6 +46,21 @@ def alert_list(request):
 
 @login_required
 @require_GET
+def lab_panel(request, lab_id: int):
+    """The lab's alerts needing attention, worst first: a panel of the lab's spend page,
+    for those who may see that page."""
+    from labgov.dashboard.selectors.lab import lab_for_spend
+
+    lab = lab_for_spend(request.user, lab_id)
+    alerts = selectors.top_alerts(request.user, lab_id=lab.pk, limit=LAB_PANEL_ALERTS)
+    return render(request, "alerts/lab_panel.html", {"lab": lab, "alerts": alerts})
+
+
+LAB_PANEL_ALERTS = 10
+
+
+@login_required
+@require_GET
 def alert_badge(request):
     count = selectors.open_alert_count(request.user)
     return render(request, "alerts/list.html#badge", {"count": count})

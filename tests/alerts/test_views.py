@@ -320,8 +320,24 @@ def test_home_shows_the_alert_to_its_lab_admin(world, alert, client_for):
     assert f'data-alert="{alert.pk}"' not in other
 
 
-def test_lab_dashboard_lists_the_labs_alerts(world, alert, client_for):
-    page = client_for(world.lab_admin).get(reverse("dashboard:lab", args=[world.lab.pk]))
-    assert f'data-alert="{alert.pk}"' in page.content.decode()
-    other = client_for(world.inst_admin).get(reverse("dashboard:lab", args=[world.other_lab.pk]))
-    assert f'data-alert="{alert.pk}"' not in other.content.decode()
+LAB_PANEL_CODES = dict(
+    inst_admin=200, finance=200, lab_admin=200, member=403, other_member=404, outsider=404
+)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_lab_spend_page_alerts_panel(world, alert, client_for, role):
+    url = reverse("alerts:lab_panel", args=[world.lab.pk])
+    response = client_for(_user(world, role)).get(url)
+    expected = "login" if role == "anonymous" else LAB_PANEL_CODES[role]
+    assert _status(response) == expected
+    if expected == 200:
+        assert f'data-alert="{alert.pk}"' in response.content.decode()
+
+
+def test_lab_panel_shows_only_that_labs_alerts(world, alert, client_for):
+    client = client_for(world.inst_admin)
+    page = client.get(reverse("dashboard:lab", args=[world.lab.pk])).content.decode()
+    assert reverse("alerts:lab_panel", args=[world.lab.pk]) in page  # loaded by htmx
+    other = client.get(reverse("alerts:lab_panel", args=[world.other_lab.pk])).content.decode()
+    assert f'data-alert="{alert.pk}"' not in other

@@ -11,7 +11,6 @@ from django.urls import reverse
 
 from labgov.accounts import access
 from labgov.accounts.models import Lab, today_utc
-from labgov.alerts.selectors import top_alerts
 from labgov.core.money import ZERO
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
@@ -41,10 +40,6 @@ from labgov.usage.models import Category
 DEFAULT_DAYS = 30
 
 
-# The lab page lists at most this many of the lab's alerts needing attention, worst first.
-LAB_ALERTS = 10
-
-
 @dataclass
 class LabDashboard:
     lab: Lab
@@ -57,7 +52,6 @@ class LabDashboard:
     daily_chart: dict
     category_chart: dict
     people_chart: dict
-    alerts: list
 
 
 def lab_for_spend(user, pk: int) -> Lab:
@@ -131,7 +125,6 @@ def lab_dashboard(user, pk: int, params) -> LabDashboard:
         daily_chart=daily_category_chart(by_day, period),
         category_chart=doughnut_chart([k for k, _ in categories], [v for _, v in categories]),
         people_chart=bar_chart([k for k, _ in people], [v for _, v in people]),
-        alerts=top_alerts(user, lab_id=lab.pk, limit=LAB_ALERTS),
     )
 
 
