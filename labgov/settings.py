@@ -163,6 +163,9 @@ REST_FRAMEWORK = {
 # Celery. Without a broker the tasks run in-process, so the demo needs nothing installed.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or None
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+if CELERY_TASK_ALWAYS_EAGER:
+    # Tasks run in-process; an in-memory transport keeps Celery from looking for a broker.
+    CELERY_BROKER_URL = "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ACKS_LATE = True
