@@ -118,7 +118,8 @@ def test_query_count_is_pinned_and_independent_of_data_size(world, spend, client
     grow(world, spend, 10)
     large, response = count_queries(client, _url(world))
     # session, user, scope; the lab; its funding sources with figures; the burn window per
-    # funding source; spend per category and allocation (with its holder); spend per day and
-    # category; resources running or billing idle. (Its alerts load in a request of their own.)
-    assert small == large == 9
+    # funding source; spend per category and allocation; the holders of those allocations;
+    # spend per day and category; resources running or billing idle. (Its alerts load in a
+    # request of their own.)
+    assert small == large == 10
     assert len(response.context["data"].tables["funding"].rows) == 11

@@ -16,7 +16,6 @@ from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
 from labgov.dashboard.selectors.common import (
     CATEGORY_LABELS,
-    HOLDER_KEYS,
     PALETTE,
     bar_chart,
     burn_sums,
@@ -25,7 +24,7 @@ from labgov.dashboard.selectors.common import (
     daily_sums,
     days,
     doughnut_chart,
-    holders_from_keys,
+    holder_names,
     money,
     people_table,
     running_and_idle,
@@ -73,13 +72,11 @@ def lab_dashboard(user, pk: int, params) -> LabDashboard:
     )
     burns = burn_sums(Q(lab=lab, funding_source__isnull=False), today, "funding_source_id")
     # The lab's rollups: attributed to its allocations, or unattributed on its own accounts.
-    in_period = daily_sums(
-        Q(lab=lab), period.first, period.last, ["category", "allocation_id", *HOLDER_KEYS]
-    )
+    in_period = daily_sums(Q(lab=lab), period.first, period.last, ["category", "allocation_id"])
     by_day = daily_sums(
         Q(lab=lab, allocation__isnull=False), period.first, period.last, ["day", "category"]
     )
-    holders = holders_from_keys(in_period)
+    holders = holder_names({key[1] for key in in_period if key[1] is not None})
     running, idle = running_and_idle(Q(current_allocation__funding_source__lab=lab))
 
     by_category: dict[str, Decimal] = {}
