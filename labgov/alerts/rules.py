@@ -82,6 +82,23 @@ def _resources(ctx: Context):
     )
 
 
+def _resource_finding(kind: str, resource: Resource, label: str, **fields) -> Finding:
+    """A warning about one resource, concerning whoever pays for it (or its account's lab)."""
+    lab_id, owner_id = _lab_and_owner(resource)
+    return Finding(
+        kind=kind,
+        subject_key=f"resource:{resource.pk}",
+        subject_label=label,
+        lab_id=lab_id,
+        owner_id=owner_id,
+        resource_id=resource.pk,
+        account_id=resource.account_id,
+        allocation_id=resource.current_allocation_id,
+        severity=Severity.WARNING,
+        **fields,
+    )
+
+
 # -- Stopped but billing ----------------------------------------------------------------------
 
 
@@ -105,8 +122,7 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
     for pod in pods:
         if pod.last_compute_usd:
             continue  # its latest hour still ran: it has only just stopped
-        lab_id, owner_id = _lab_and_owner(pod)
-        if not ctx.settings.for_lab(lab_id).enabled(Kind.STOPPED_POD_DISK):
+        if not ctx.settings.for_lab(_lab_and_owner(pod)[0]).enabled(Kind.STOPPED_POD_DISK):
             continue
         monthly = pod_storage_monthly_usd(
             status=PodStatus.EXITED, container_disk_gb=0, volume_disk_gb=pod.volume_disk_gb
@@ -115,16 +131,10 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
         name = pod.name or pod.runpod_id
         stopped = f"Stopped since {since:%Y-%m-%d %H:%M} UTC" if since else "Stopped"
         findings.append(
-            Finding(
-                kind=Kind.STOPPED_POD_DISK,
-                subject_key=f"resource:{pod.pk}",
-                subject_label=f"Pod {name}",
-                lab_id=lab_id,
-                owner_id=owner_id,
-                resource_id=pod.pk,
-                account_id=pod.account_id,
-                allocation_id=pod.current_allocation_id,
-                severity=Severity.WARNING,
+            _resource_finding(
+                Kind.STOPPED_POD_DISK,
+                pod,
+                f"Pod {name}",
                 title=f"Stopped pod {name} is billing {usd(monthly)}/month for its "
                 f"{pod.volume_disk_gb} GB volume disk",
                 detail=f"{stopped}. A stopped pod's volume disk bills at double the running "
@@ -174,8 +184,7 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
         key = (volume.account_id, volume.runpod_id)
         if key in in_use:
             continue
-        lab_id, owner_id = _lab_and_owner(volume)
-        config = ctx.settings.for_lab(lab_id)
+        config = ctx.settings.for_lab(_lab_and_owner(volume)[0])
         if not config.enabled(Kind.IDLE_NETWORK_VOLUME):
             continue
         since = last_used.get(key) or volume.created_at_runpod or volume.first_seen_at
@@ -186,19 +195,13 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
         name = volume.name or volume.runpod_id
         used = "used by a running pod" if key in last_used else "mounted by any pod labgov saw"
         findings.append(
-            Finding(
-                kind=Kind.IDLE_NETWORK_VOLUME,
-                subject_key=f"resource:{volume.pk}",
-                subject_label=f"Network volume {name}",
-                lab_id=lab_id,
-                owner_id=owner_id,
-                resource_id=volume.pk,
-                account_id=volume.account_id,
-                allocation_id=volume.current_allocation_id,
-                severity=Severity.WARNING,
+            _resource_finding(
+                Kind.IDLE_NETWORK_VOLUME,
+                volume,
+                f"Network volume {name}",
                 title=f"Network volume {name} ({volume.size_gb} GB) has not been {used} for "
                 f"{idle_days} days: {usd(monthly)}/month",
-                detail=f"Network volumes bill the same whether used or not. Last in use "
+                detail=f"Network volumes bill the same whether used or not. Idle since "
                 f"{since:%Y-%m-%d}. Keep it if the data is needed; otherwise plan its "
                 f"deletion.",
                 monthly_cost_usd=monthly,
