@@ -341,3 +341,20 @@ def test_lab_panel_shows_only_that_labs_alerts(world, alert, client_for):
     assert reverse("alerts:lab_panel", args=[world.lab.pk]) in page  # loaded by htmx
     other = client.get(reverse("alerts:lab_panel", args=[world.other_lab.pk])).content.decode()
     assert f'data-alert="{alert.pk}"' not in other
+
+
+def test_alert_list_downloads_as_csv_with_its_filters(world, alert, client_for):
+    import csv
+    import io
+
+    client = client_for(world.finance)
+    response = client.get(reverse("alerts:list"), {"kind": "stopped_pod_disk", "format": "csv"})
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0][:3] == ["Severity", "Kind", "Alert"]
+    assert len(rows) == 2 and rows[1][2] == alert.title and rows[1][6] == "20.00"
+    none = client.get(reverse("alerts:list"), {"kind": "balance_risk", "format": "csv"})
+    assert len(list(csv.reader(io.StringIO(none.content.decode())))) == 1
+    # Nobody downloads what they could not see on the page.
+    other = client_for(world.other_member).get(reverse("alerts:list"), {"format": "csv"})
+    assert len(list(csv.reader(io.StringIO(other.content.decode())))) == 1
