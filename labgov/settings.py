@@ -236,8 +236,9 @@ LABGOV_DIGEST_HOUR_UTC = env_int("LABGOV_DIGEST_HOUR_UTC", 7, minimum=0)
 if LABGOV_DIGEST_HOUR_UTC > 23:
     raise ImproperlyConfigured(f"LABGOV_DIGEST_HOUR_UTC={LABGOV_DIGEST_HOUR_UTC} must be 0 to 23")
 LABGOV_WEBHOOK_TIMEOUT_SECONDS = env_int("LABGOV_WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
-# Hosts a lab webhook may reach over plain http (a local test receiver); none in production,
-# so a lab admin cannot point labgov's posts at services on its own machine.
+# Hosts a lab webhook may reach over plain http or on a private address (a local test
+# receiver); none in production, so a lab admin cannot point labgov's posts at services on
+# its own machine or network.
 LABGOV_WEBHOOK_HTTP_HOSTS = env_list(
     "LABGOV_WEBHOOK_HTTP_HOSTS", ["127.0.0.1", "localhost", "::1"] if DEBUG else []
 )

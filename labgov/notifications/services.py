@@ -1,5 +1,7 @@
 import datetime as dt
+import ipaddress
 import logging
+import socket
 import uuid
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -259,6 +261,29 @@ class WebhookTransientError(Exception):
     """The webhook could not take the message now (network, 5xx, 429): try again later."""
 
 
+class WebhookAddressRefused(Exception):
+    """The webhook's host is on a private network: labgov does not post there."""
+
+
+def _refuse_private_address(host: str) -> None:
+    """A lab admin must not be able to make labgov post into its own network: a webhook host
+    that resolves to a loopback, private, link-local or otherwise non-public address is
+    refused, unless it is named in LABGOV_WEBHOOK_HTTP_HOSTS (a local test receiver). Checked
+    when the webhook is saved and again before every post (the name may resolve elsewhere)."""
+    if host in settings.LABGOV_WEBHOOK_HTTP_HOSTS:
+        return
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (socket.gaierror, UnicodeError):
+        return  # not resolvable now: the post itself fails, and says so
+    for address in sorted(addresses):
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if not ip.is_global:
+            raise WebhookAddressRefused(
+                f"{host} is a private address ({ip}); labgov posts only to public hosts."
+            )
+
+
 def _clean_webhook_url(url: str) -> tuple[str, str]:
     """The URL and its host, or a DomainError saying what is wrong with it."""
     url = (url or "").strip()
@@ -276,6 +301,10 @@ def _clean_webhook_url(url: str) -> tuple[str, str]:
         raise DomainError("The webhook URL must start with https:// and name a host.", field="url")
     if parts.scheme == "http" and host not in settings.LABGOV_WEBHOOK_HTTP_HOSTS:
         raise DomainError("The webhook URL must use https://.", field="url")
+    try:
+        _refuse_private_address(host)
+    except WebhookAddressRefused as exc:
+        raise DomainError(str(exc), field="url") from None
     return url, host
 
 
@@ -375,6 +404,7 @@ def _webhook_enqueue(
 
 
 def _post(webhook: LabWebhook, payload: dict) -> httpx.Response:
+    _refuse_private_address(webhook.url_host)
     timeout = httpx.Timeout(settings.LABGOV_WEBHOOK_TIMEOUT_SECONDS, connect=5.0)
     return httpx.post(
         decrypt(webhook.url_encrypted), json=payload, timeout=timeout, follow_redirects=False
@@ -422,7 +452,7 @@ def webhook_deliver(*, delivery_id: int) -> bool:
         return False
     try:
         response = _post(webhook, delivery.payload)
-    except SecretUnreadable as exc:
+    except (SecretUnreadable, WebhookAddressRefused) as exc:
         error = str(exc)
     except httpx.HTTPError as exc:
         error, transient = _network_error(webhook, exc), True
@@ -454,7 +484,7 @@ def webhook_send_test(*, actor, webhook: LabWebhook) -> tuple[bool, str]:
     )
     try:
         response = _post(webhook, payload)
-    except SecretUnreadable as exc:
+    except (SecretUnreadable, WebhookAddressRefused) as exc:
         return False, str(exc)
     except httpx.HTTPError as exc:
         return False, _network_error(webhook, exc)

@@ -214,3 +214,29 @@ def test_send_test_message(world, webhook, hook_server):
     hook_server.fail_next = 1
     ok, message = webhook_send_test(actor=world.lab_admin, webhook=webhook)
     assert not ok and message == "127.0.0.1 answered HTTP 500: try later"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.1.2.3/hook",
+        "https://192.168.0.9/h",
+        "https://169.254.169.254/latest",
+        "https://[::1]/h",
+    ],
+)
+def test_private_addresses_are_refused(world, url, settings):
+    settings.LABGOV_WEBHOOK_HTTP_HOSTS = []
+    with pytest.raises(DomainError, match="private address"):
+        webhook_save(actor=world.lab_admin, lab=world.lab, url=url)
+
+
+def test_a_host_that_turned_private_is_refused_before_posting(
+    world, webhook, hook_server, settings
+):
+    """The receiver (on 127.0.0.1) was allowed when saved; once it is not, nothing is posted
+    and the delivery fails in words."""
+    settings.LABGOV_WEBHOOK_HTTP_HOSTS = []
+    ok, message = webhook_send_test(actor=world.lab_admin, webhook=webhook)
+    assert not ok and "private address" in message
+    assert hook_server.posts == []
