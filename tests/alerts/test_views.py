@@ -32,10 +32,23 @@ def _status(response):
 @pytest.fixture
 def alert(world, account, clock):
     """A stopped-but-billing alert on the member's pod in the Vision lab."""
+    from labgov.alerts.config import Resolver
+    from labgov.alerts.evaluation import UPDATED_FIELDS
+    from labgov.alerts.rules import Context, stopped_pod_disks
+
     pod = make_pod(account, world.allocation, status="EXITED", volume_disk_gb=100, name="annot")
     bill(pod, T0 - HOUR)
-    evaluate(world)
-    return Alert.objects.get(kind=Kind.STOPPED_POD_DISK)
+    # Only the rule it needs (the pages are under test here, the evaluation elsewhere).
+    ctx = Context(
+        institution_id=world.institution.pk, now=T0, settings=Resolver(world.institution.pk)
+    )
+    [finding] = stopped_pod_disks(ctx)
+    return Alert.objects.create(
+        institution=world.institution,
+        kind=finding.kind,
+        subject_key=finding.subject_key,
+        **{name: getattr(finding, name) for name in UPDATED_FIELDS},
+    )
 
 
 PAGE_CODES = {
