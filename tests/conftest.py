@@ -94,7 +94,15 @@ def world(db) -> World:
         built = _build_world()
         _remember(built)
         return built
-    return World(**{name: WORLD_TYPES[name].objects.get(pk=pk) for name, pk in _WORLD_IDS.items()})
+    # One query per model, not one per object: every test pays for this.
+    by_model: dict[type, list[str]] = {}
+    for name in _WORLD_IDS:
+        by_model.setdefault(WORLD_TYPES[name], []).append(name)
+    loaded = {}
+    for model, names in by_model.items():
+        objects = model.objects.in_bulk([_WORLD_IDS[name] for name in names])
+        loaded.update({name: objects[_WORLD_IDS[name]] for name in names})
+    return World(**loaded)
 
 
 WORLD_TYPES = {
