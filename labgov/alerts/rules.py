@@ -433,18 +433,15 @@ def _accounts(ctx: Context) -> list[RunpodAccount]:
     )
 
 
+def _spend_per_account(ctx: Context, **filters) -> dict[int, Decimal]:
+    """The institution's daily rollups matching `filters`, summed per Runpod account."""
+    rollups = DailySpend.objects.filter(institution_id=ctx.institution_id, **filters)
+    return {k[0]: v for k, v in grouped_sums(rollups, ["account_id"], "amount_usd").items()}
+
+
 def balance_risks(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
     first, last = burn_window(ctx.today)
-    weekly = {
-        k[0]: v
-        for k, v in grouped_sums(
-            DailySpend.objects.filter(
-                institution_id=ctx.institution_id, day__gte=first, day__lte=last
-            ),
-            ["account_id"],
-            "amount_usd",
-        ).items()
-    }
+    weekly = _spend_per_account(ctx, day__gte=first, day__lte=last)
     findings = []
     for account in accounts:
         config = ctx.settings.for_lab(account.lab_id)
@@ -505,16 +502,7 @@ def balance_risks(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
 
 def unattributed_spend(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
     first = ctx.today - dt.timedelta(days=UNATTRIBUTED_DAYS)
-    sums = {
-        k[0]: v
-        for k, v in grouped_sums(
-            DailySpend.objects.filter(
-                institution_id=ctx.institution_id, allocation__isnull=True, day__gte=first
-            ),
-            ["account_id"],
-            "amount_usd",
-        ).items()
-    }
+    sums = _spend_per_account(ctx, allocation__isnull=True, day__gte=first)
     findings = []
     for account in accounts:
         config = ctx.settings.for_lab(account.lab_id)

@@ -131,22 +131,7 @@ class ShownResource:
 
 
 # ShownResource's fields read from the resource itself, in its order.
-SHOWN_FIELDS = (
-    "pk",
-    "kind",
-    "runpod_id",
-    "name",
-    "status",
-    "status_changed_at",
-    "cost_per_hr_usd",
-    "gpu_type_id",
-    "gpu_count",
-    "container_disk_gb",
-    "volume_disk_gb",
-    "size_gb",
-    "volume_type",
-    "gone_at",
-)
+SHOWN_FIELDS = ("pk", *RESOURCE_FIELDS[: RESOURCE_FIELDS.index("gone_at") + 1])
 
 
 def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResource]]:
