@@ -85,3 +85,29 @@ class MonthlySpend(SpendRollup):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} {self.category} {self.amount_usd}"
+
+
+class ClosedPeriod(models.Model):
+    """A calendar month (UTC) that finance has closed for an institution: spend in it is
+    frozen, so nothing may move money into or out of it (re-attribution, removal of synced
+    data). Late usage becomes an adjustment in the next open period."""
+
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, related_name="closed_periods"
+    )
+    month = models.DateField(help_text="The first day of the closed month.")
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
+    )
+    closed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["institution", "month"], name="one_close_per_month"),
+            models.CheckConstraint(
+                condition=models.Q(month__day=1), name="closed_period_is_a_month_start"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} closed"
