@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from labgov.core.admin import ReadOnlyAdmin
-from labgov.usage.models import DailySpend, MonthlySpend
+from labgov.usage.models import ClosedPeriod, DailySpend, MonthlySpend
 
 # Rollups are derived from billing records by the sync; they are read here, never edited.
 
@@ -19,3 +19,11 @@ class MonthlySpendAdmin(ReadOnlyAdmin):
     list_display = ["month", "account", "category", "allocation", "lab", "amount_usd"]
     list_filter = ["category", "account"]
     list_select_related = ["account", "allocation", "lab"]
+
+
+@admin.register(ClosedPeriod)
+class ClosedPeriodAdmin(ReadOnlyAdmin):
+    """Months are closed through labgov.usage.periods.period_close (audited), never here."""
+
+    list_display = ["month", "institution", "closed_by", "closed_at"]
+    list_select_related = ["institution", "closed_by"]
