@@ -84,7 +84,7 @@ def rule_for(resource: Resource, rules: list[AttributionRule]) -> AttributionRul
 
 TAG_ENV = "LABGOV_ALLOCATION"
 UNKNOWN_TAG = (
-    "tag not accepted: no allocation has this tag (LABGOV_ALLOCATION takes the tag code shown "
+    "no allocation has this tag (LABGOV_ALLOCATION takes the tag code shown "
     "on the allocation's page, not its number)"
 )
 
@@ -114,17 +114,17 @@ def tag_verdicts(account, tags: set[str], today: dt.date) -> dict[str, tuple[int
         elif account.lab_id is not None and account.lab_id != allocation.funding_source.lab_id:
             verdicts[tag] = (
                 None,
-                "tag not accepted: the allocation's lab may not use this Runpod account (it is "
+                "the allocation's lab may not use this Runpod account (it is "
                 "another lab's own account)",
             )
         elif not allocation.start_date <= today <= allocation.end_date:
             verdicts[tag] = (
                 None,
-                "tag not accepted: the allocation is not active (it runs "
+                "the allocation is not active (it runs "
                 f"{allocation.start_date:%Y-%m-%d} to {allocation.end_date:%Y-%m-%d})",
             )
         elif allocation.funding_source.status == FundingSource.Status.CLOSED:
-            verdicts[tag] = (None, "tag not accepted: the allocation's funding source is closed")
+            verdicts[tag] = (None, "the allocation's funding source is closed")
         else:
             verdicts[tag] = (allocation.pk, "")
     return verdicts

@@ -1,7 +1,7 @@
 import datetime as dt
 
 from django.db import transaction
-from django.db.models import Min
+from django.db.models import Min, Q
 from django.utils import timezone
 
 from labgov.accounts import access
@@ -178,15 +178,19 @@ def rule_makers_note(account: RunpodAccount) -> str:
     return f"{account.name} is {account.lab}'s own account: its lab admins make its rules."
 
 
+def rule_accounts_q(user) -> Q:
+    """Accounts on which a person may make rules. An account shared by several labs (tied to
+    none) is the institution's: a lab admin's rule there could claim other labs' resources, so
+    only its institution admins make rules on it; a lab's own account, its lab admins too."""
+    scope = access.scope_for(user)
+    return Q(institution_id__in=scope.admin_institutions) | Q(lab_id__in=scope.managed_labs)
+
+
 def _require_rule_maker(actor, account: RunpodAccount, lab) -> bool:
-    """Refuse a rule the actor may not make; True when the actor is an institution admin. An
-    account shared by several labs is the institution's: a lab admin's rule there could claim
-    other labs' resources, so only its institution admins make rules on it."""
+    """Refuse a rule the actor may not make; True when the actor is an institution admin."""
     scope = access.scope_for(actor)
     institution_admin = account.institution_id in scope.admin_institutions
-    if account.lab_id is None and not institution_admin:
-        raise DomainError(rule_makers_note(account), field="account")
-    if account.lab_id is not None and account.lab_id not in scope.managed_labs:
+    if not (institution_admin or account.lab_id in scope.managed_labs):
         raise DomainError(rule_makers_note(account), field="account")
     if lab.pk not in scope.managed_labs:
         raise DomainError("You do not manage the allocation's lab.", field="allocation")
