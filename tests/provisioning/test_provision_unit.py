@@ -319,6 +319,42 @@ def test_network_volume_is_created_once_and_mounted(world, approved, account):
     assert all(r.current_allocation == world.allocation for r in req.resources.all())
 
 
+@pytest.mark.parametrize("flaw", ["seen before the attempt", "another size"])
+def test_a_retry_adopts_only_the_volume_its_attempt_made(world, approved, account, flaw):
+    from tests.factories import ResourceFactory
+
+    req = approved(network_volume_gb=200, data_center_id="US-KS-2", storage_kept_days=D(30))
+    client = FakeClient(fail=RunpodUnavailable("timed out"))
+    client.create_network_volume = lambda body: (_ for _ in ()).throw(RunpodUnavailable("t/o"))
+    req = _run(req, client)
+    assert req.state == S.FAILED and req.provision_outcome_unknown
+    del client.create_network_volume
+    client.fail = None
+    size = 200 if flaw == "seen before the attempt" else 100
+    client.volumes.append(
+        NetworkVolume(
+            id="planted",
+            name=f"{req.marker}volume",
+            size_gb=size,
+            data_center_id="US-KS-2",
+            volume_type="STANDARD",
+        )
+    )
+    if flaw == "seen before the attempt":
+        ResourceFactory(
+            account=account,
+            kind="network_volume",
+            runpod_id="planted",
+            first_seen_at=req.provision_started_at - dt.timedelta(days=1),
+        )
+    provisioning_retry(actor=world.member, req=req)
+    req = _run(req, client)
+    assert req.state == S.PROVISIONED
+    assert [k for k, _ in client.created] == ["volume", "pod"]
+    volume = req.resources.get(kind="network_volume")
+    assert volume.runpod_id == "vol1"
+
+
 def test_pod_body_volume_disk(world, draft):
     req = draft(volume_disk_gb=50, data_center_id="EU-RO-1")
     body = pod_body(req, network_volume_id=None)

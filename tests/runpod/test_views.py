@@ -275,3 +275,20 @@ def test_a_lab_admin_makes_rules_on_the_labs_own_account(world, objects, client_
     )
     assert response.status_code == 302
     assert AttributionRule.objects.get(account=own).created_by == world.lab_admin
+
+
+def test_an_institution_admin_starts_a_rule_earlier_from_the_page(world, objects, client_for):
+    response = client_for(world.inst_admin).post(
+        reverse("runpod:rules"),
+        {
+            "account": objects["account"].pk,
+            "kind": "account",
+            "allocation": world.allocation.pk,
+            "starts_at": "2026-11-01 00:00",
+        },
+    )
+    assert response.status_code == 302
+    assert AttributionRule.objects.get(kind="account").starts_at == T0
+    objects["pod"].refresh_from_db()
+    assert objects["pod"].current_allocation == world.allocation
+    assert objects["pod"].unattributed_usd == 0  # its bucket at T0 moved with it

@@ -219,22 +219,24 @@ def adoptable_volume(volumes, req: ProvisioningRequest, account):
     """The network volume the unknown attempt created, if Runpod holds one. Runpod reports no
     creation time for volumes: one labgov saw before the attempt began is not it."""
     name = f"{req.marker}volume"
+    candidates = [
+        v
+        for v in volumes
+        if v.name == name
+        and v.size_gb == req.network_volume_gb
+        and (not req.data_center_id or v.data_center_id == req.data_center_id)
+    ]
+    if not candidates:
+        return None
     seen_before = set(
         Resource.objects.filter(
             account=account,
             kind=ResourceKind.NETWORK_VOLUME,
+            runpod_id__in=[v.id for v in candidates],
             first_seen_at__lt=req.provision_started_at - CLOCK_SLACK,
         ).values_list("runpod_id", flat=True)
     )
-    for volume in volumes:
-        if (
-            volume.name == name
-            and volume.id not in seen_before
-            and volume.size_gb == req.network_volume_gb
-            and (not req.data_center_id or volume.data_center_id == req.data_center_id)
-        ):
-            return volume
-    return None
+    return next((v for v in candidates if v.id not in seen_before), None)
 
 
 def _on_runpod(client, req: ProvisioningRequest, *, account, adopt: bool, created: list):
