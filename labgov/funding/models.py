@@ -1,3 +1,5 @@
+import secrets
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
@@ -101,6 +103,12 @@ class FundingSource(models.Model):
         return f"{self.name} ({self.award_number})" if self.award_number else self.name
 
 
+def new_tag_code() -> str:
+    """An allocation's Runpod tag: `LABGOV_ALLOCATION=<code>` in a pod's environment asks for
+    the pod to be paid by the allocation. Random (96 bits), so it cannot be guessed from ids."""
+    return f"lga-{secrets.token_hex(12)}"
+
+
 class AllocationQuerySet(models.QuerySet):
     def visible_to(self, user):
         return self.filter(access.allocations_q(user))
@@ -136,6 +144,7 @@ class Allocation(models.Model):
     cap_usd = BudgetField()
     start_date = models.DateField()
     end_date = models.DateField(help_text="Last day of the allocation (included).")
+    tag_code = models.CharField(max_length=40, unique=True, default=new_tag_code, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

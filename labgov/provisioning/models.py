@@ -186,6 +186,13 @@ class ProvisioningRequest(models.Model):
         "runpod.Resource", blank=True, related_name="provisioning_requests"
     )
     provision_attempts = models.PositiveIntegerField(default=0)
+    # Every attempt names what it creates on Runpod with a random token of its own (see
+    # `marker`), so nobody can prepare a resource a retry would mistake for its own.
+    provision_token = models.CharField(max_length=32, blank=True)
+    provision_started_at = models.DateTimeField(null=True, blank=True)
+    # Set when an attempt begins and cleared once its outcome is known: while set, Runpod may
+    # hold what the attempt created, and only the next attempt may adopt it.
+    provision_outcome_unknown = models.BooleanField(default=False)
     # A worker claims a provisioning attempt with a conditional UPDATE; the claim expires so a
     # killed worker does not block the retry forever.
     provision_claimed_until = models.DateTimeField(null=True, blank=True)
@@ -231,9 +238,9 @@ class ProvisioningRequest(models.Model):
 
     @property
     def marker(self) -> str:
-        """The prefix of the name of every Runpod resource labgov creates for this request:
-        how a retry finds what an earlier attempt created."""
-        return f"labgov-r{self.pk}-"
+        """The prefix of the name of every Runpod resource the current attempt creates: the
+        request's id for people, the attempt's random token so nobody can guess it ahead."""
+        return f"labgov-r{self.pk}-{self.provision_token}-"
 
 
 S = ProvisioningRequest.State

@@ -1,8 +1,9 @@
 """Who pays for each billing record, and keeping the ledger's usage equal to it.
 
 A resource's assignments form a timeline; the latest assignment starting at or before a
-bucket decides that bucket's allocation. Rules create a resource's first assignment (from the
-beginning of its history); people re-assign from a chosen time on.
+bucket decides that bucket's allocation. An allocation tag or a rule creates a resource's first
+assignment (from its creation, or from when the rule applies); people re-assign from a chosen
+time on. No assignment starts inside a period finance has closed.
 """
 
 import bisect
@@ -13,10 +14,11 @@ from decimal import Decimal
 
 from django.db.models import Max, Min
 from django.db.models.functions import TruncDay
+from django.utils import timezone
 
 from labgov.core.money import ZERO, grouped_sums
-from labgov.core.periods import UTC
-from labgov.funding.models import Allocation, LedgerEntry
+from labgov.core.periods import UTC, hour_floor
+from labgov.funding.models import Allocation, FundingSource, LedgerEntry
 from labgov.runpod.models import Assignment, AttributionRule, BillingRecord, Resource, ResourceKind
 
 # The start of every resource's history: a first assignment covers all of it.
@@ -80,18 +82,77 @@ def rule_for(resource: Resource, rules: list[AttributionRule]) -> AttributionRul
     return None
 
 
-def env_allocation_id(resource: Resource, env_name: str = "LABGOV_ALLOCATION") -> int | None:
-    value = (resource.env or {}).get(env_name)
-    try:
-        return int(str(value).strip()) if value is not None else None
-    except ValueError:
-        return None
+TAG_ENV = "LABGOV_ALLOCATION"
+UNKNOWN_TAG = (
+    "no allocation has this tag (LABGOV_ALLOCATION takes the tag code shown "
+    "on the allocation's page, not its number)"
+)
+
+
+def tag_of(resource: Resource) -> str | None:
+    """The allocation tag in a resource's environment, if it carries one."""
+    value = (resource.env or {}).get(TAG_ENV)
+    value = str(value).strip() if value is not None else ""
+    return value or None
+
+
+def tag_verdicts(account, tags: set[str], today: dt.date) -> dict[str, tuple[int | None, str]]:
+    """{tag: (allocation id, "") when honoured, else (None, why not)}. A tag is honoured only
+    for an active allocation whose lab may use the account: the lab's own account, or an
+    institution-wide one of its institution. The reasons never name another lab's allocation."""
+    found = {
+        a.tag_code: a
+        for a in Allocation.objects.filter(
+            tag_code__in=tags, funding_source__institution_id=account.institution_id
+        ).select_related("funding_source")
+    }
+    verdicts = {}
+    for tag in tags:
+        allocation = found.get(tag)
+        if allocation is None:
+            verdicts[tag] = (None, UNKNOWN_TAG)
+        elif account.lab_id is not None and account.lab_id != allocation.funding_source.lab_id:
+            verdicts[tag] = (
+                None,
+                "the allocation's lab may not use this Runpod account (it is "
+                "another lab's own account)",
+            )
+        elif not allocation.start_date <= today <= allocation.end_date:
+            verdicts[tag] = (
+                None,
+                "the allocation is not active (it runs "
+                f"{allocation.start_date:%Y-%m-%d} to {allocation.end_date:%Y-%m-%d})",
+            )
+        elif allocation.funding_source.status == FundingSource.Status.CLOSED:
+            verdicts[tag] = (None, "the allocation's funding source is closed")
+        else:
+            verdicts[tag] = (allocation.pk, "")
+    return verdicts
+
+
+def assignment_start(
+    resource: Resource, since: dt.datetime, closed_until: dt.datetime | None
+) -> dt.datetime:
+    """Where an assignment that applies from `since` begins for a resource: at `since`, or at
+    the hour the resource was created in when that came later (its buckets are its own), and
+    never inside a period finance has closed."""
+    start = since
+    created = resource.created_at_runpod
+    if created is not None and created >= since:
+        start = hour_floor(created)
+    if closed_until is not None and start < closed_until:
+        start = closed_until
+    return start
 
 
 def rules_apply(*, account) -> list[int]:
-    """Give every unassigned resource of the account its first assignment, from a
-    `LABGOV_ALLOCATION=<id>` env variable naming an allocation of the account's institution,
-    or else from the deciding rule. Returns the ids of the resources assigned."""
+    """Give every unassigned resource of the account its first assignment: from the allocation
+    tag in its environment (`LABGOV_ALLOCATION=<tag code>`) when that is honoured, else from
+    the deciding rule, from when the rule applies. A resource whose tag is refused gets no
+    assignment: it stays in the unattributed queue with the reason. Returns the ids of the
+    resources assigned."""
+    from labgov.usage.periods import closed_until
+
     unassigned = list(
         Resource.objects.filter(account=account, assignments__isnull=True).exclude(
             kind=ResourceKind.ENDPOINT
@@ -99,26 +160,29 @@ def rules_apply(*, account) -> list[int]:
     )
     if not unassigned:
         return []
+    closed = closed_until(account.institution_id)
     rules = list(AttributionRule.objects.filter(account=account, is_active=True))
-    env_ids = {i for r in unassigned if (i := env_allocation_id(r)) is not None}
-    valid_env_ids = set(
-        Allocation.objects.filter(
-            pk__in=env_ids, funding_source__institution_id=account.institution_id
-        ).values_list("pk", flat=True)
-    )
+    tags = {t for r in unassigned if (t := tag_of(r)) is not None}
+    verdicts = tag_verdicts(account, tags, timezone.now().astimezone(UTC).date()) if tags else {}
     new = []
+    refused = []
     for resource in unassigned:
-        env_id = env_allocation_id(resource)
-        if env_id in valid_env_ids:
-            new.append(
-                Assignment(
-                    resource=resource,
-                    allocation_id=env_id,
-                    starts_at=BEGINNING,
-                    source=Assignment.Source.RULE,
-                    note="LABGOV_ALLOCATION env variable",
+        tag = tag_of(resource)
+        allocation_id, refusal = verdicts[tag] if tag is not None else (None, "")
+        if resource.tag_refusal != refusal:
+            resource.tag_refusal = refusal
+            refused.append(resource)
+        if tag is not None:
+            if allocation_id is not None:
+                new.append(
+                    Assignment(
+                        resource=resource,
+                        allocation_id=allocation_id,
+                        starts_at=assignment_start(resource, BEGINNING, closed),
+                        source=Assignment.Source.RULE,
+                        note="LABGOV_ALLOCATION tag",
+                    )
                 )
-            )
             continue
         rule = rule_for(resource, rules)
         if rule is not None:
@@ -126,12 +190,13 @@ def rules_apply(*, account) -> list[int]:
                 Assignment(
                     resource=resource,
                     allocation_id=rule.allocation_id,
-                    starts_at=BEGINNING,
+                    starts_at=assignment_start(resource, rule.starts_at, closed),
                     source=Assignment.Source.RULE,
                     rule=rule,
                 )
             )
     Assignment.objects.bulk_create(new)
+    Resource.objects.bulk_update(refused, ["tag_refusal"], batch_size=500)
     for assignment in new:
         Resource.objects.filter(pk=assignment.resource_id).update(
             current_allocation_id=assignment.allocation_id

@@ -1,3 +1,5 @@
+import datetime as dt
+
 from django import forms
 
 from labgov.runpod.models import DEFAULT_BASE_URL, AttributionRule
@@ -37,19 +39,35 @@ class AccountForm(forms.Form):
 
 
 class RuleForm(forms.Form):
-    account = forms.ModelChoiceField(queryset=None)
+    account = forms.ModelChoiceField(
+        queryset=None,
+        help_text="A lab's own account; accounts shared by several labs are for institution "
+        "admins.",
+    )
     kind = forms.ChoiceField(choices=AttributionRule.Kind.choices)
     pattern = forms.CharField(
         max_length=300,
         required=False,
-        help_text="Name prefix (vision-), NAME=value (LABGOV_ALLOCATION=12), or a template id.",
+        help_text="Name prefix (vision-), NAME=value (PROJECT=eval), or a template id.",
     )
     allocation = forms.ModelChoiceField(queryset=None)
+    starts_at = forms.DateTimeField(
+        label="Applies from (UTC)",
+        required=False,
+        help_text="Empty: from now. An earlier start moves spend from then on, and must lie in "
+        "a period finance has not closed.",
+    )
 
-    def __init__(self, *args, accounts, allocations, **kwargs):
+    def __init__(self, *args, accounts, allocations, may_backdate: bool, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["account"].queryset = accounts
         self.fields["allocation"].queryset = allocations
+        if not may_backdate:
+            del self.fields["starts_at"]
+
+    def clean_starts_at(self):
+        value = self.cleaned_data.get("starts_at")
+        return value.astimezone(dt.UTC) if value is not None else None
 
 
 class AssignForm(forms.Form):

@@ -147,6 +147,9 @@ class Resource(models.Model):
     # All of its billed spend that nobody owns, kept by the sync and by re-assignments, so the
     # unattributed queue need not add up millions of records.
     unattributed_usd = PreciseMoneyField(default=0)
+    # Why the allocation tag in its environment (LABGOV_ALLOCATION) was not honoured; blank
+    # when it carries none or it was.
+    tag_refusal = models.CharField(max_length=300, blank=True)
     # Who pays for it now (the latest assignment); past buckets keep the attribution they had.
     current_allocation = models.ForeignKey(
         "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -291,6 +294,9 @@ class AttributionRule(models.Model):
     pattern = models.CharField(max_length=300, blank=True)
     allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
     is_active = models.BooleanField(default=True)
+    # Spend from this moment on is the rule's: when it was made, or an earlier start an
+    # institution admin chose (within an open period).
+    starts_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
     )

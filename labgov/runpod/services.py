@@ -1,8 +1,10 @@
 import datetime as dt
 
 from django.db import transaction
+from django.db.models import Min, Q
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.audit.services import audit_record
 from labgov.core.crypto import decrypt, encrypt
@@ -24,6 +26,7 @@ from labgov.runpod.models import (
     RunpodAccount,
     SyncRun,
 )
+from labgov.usage.periods import closed_until, require_open
 from labgov.usage.services import rollups_rebuild
 
 ACCOUNT_AUDIT_FIELDS = [
@@ -165,10 +168,47 @@ def sync_request(*, actor, account: RunpodAccount) -> None:
     )
 
 
+def rule_makers_note(account: RunpodAccount) -> str:
+    """Who may make rules on an account, in words."""
+    if account.lab_id is None:
+        return (
+            f"{account.name} is shared by the institution's labs: its rules are made by an "
+            "institution admin."
+        )
+    return f"{account.name} is {account.lab}'s own account: its lab admins make its rules."
+
+
+def rule_accounts_q(user) -> Q:
+    """Accounts on which a person may make rules. An account shared by several labs (tied to
+    none) is the institution's: a lab admin's rule there could claim other labs' resources, so
+    only its institution admins make rules on it; a lab's own account, its lab admins too."""
+    scope = access.scope_for(user)
+    return Q(institution_id__in=scope.admin_institutions) | Q(lab_id__in=scope.managed_labs)
+
+
+def _require_rule_maker(actor, account: RunpodAccount, lab) -> bool:
+    """Refuse a rule the actor may not make; True when the actor is an institution admin."""
+    scope = access.scope_for(actor)
+    institution_admin = account.institution_id in scope.admin_institutions
+    if not (institution_admin or account.lab_id in scope.managed_labs):
+        raise DomainError(rule_makers_note(account), field="account")
+    if lab.pk not in scope.managed_labs:
+        raise DomainError("You do not manage the allocation's lab.", field="allocation")
+    return institution_admin
+
+
 @transaction.atomic
 def rule_create(
-    *, actor, account: RunpodAccount, kind: str, pattern: str, allocation: Allocation
+    *,
+    actor,
+    account: RunpodAccount,
+    kind: str,
+    pattern: str,
+    allocation: Allocation,
+    starts_at: dt.datetime | None = None,
 ) -> AttributionRule:
+    """A rule paying matching resources from `allocation`, from when it is made on. Only an
+    institution admin may start it earlier, and never inside a period finance has closed."""
     pattern = pattern.strip()
     if kind not in AttributionRule.Kind.values:
         raise DomainError(f"Unknown rule kind {kind!r}.", field="kind")
@@ -183,6 +223,18 @@ def rule_create(
         raise DomainError("The allocation belongs to another institution.", field="allocation")
     if account.lab_id is not None and account.lab_id != lab.pk:
         raise DomainError("This Runpod account belongs to another lab.", field="account")
+    institution_admin = _require_rule_maker(actor, account, lab)
+    now = timezone.now()
+    if starts_at is None:
+        starts_at = now
+    elif starts_at < now:
+        if not institution_admin:
+            raise DomainError(
+                "A rule applies from when it is made; only an institution admin may start it "
+                "earlier.",
+                field="starts_at",
+            )
+        require_open(account.institution_id, starts_at, what="A rule starting then")
     if AttributionRule.objects.filter(
         account=account, kind=kind, pattern=pattern, is_active=True
     ).exists():
@@ -193,21 +245,33 @@ def rule_create(
         kind=kind,
         pattern=pattern,
         allocation=allocation,
+        starts_at=starts_at,
         created_by=actor,
+        created_at=now,
     )
     audit_record(
         actor=actor,
         action="attribution_rule.create",
         target=rule,
         institution_id=account.institution_id,
+        after={
+            "account_id": account.pk,
+            "kind": kind,
+            "pattern": pattern,
+            "allocation_id": allocation.pk,
+            "starts_at": starts_at.isoformat(),
+        },
+        note="starts before it was made" if starts_at < now else "",
     )
-    # Apply it to what it matches now; past spend of those resources follows (their first
-    # assignment covers their whole history).
+    # Apply it to what it matches now; their spend follows from where each assignment starts.
     from labgov.runpod.attribution import rules_apply
 
     newly = rules_apply(account=account)
     if newly:
-        days = reattribute(resource_ids=newly, since=BEGINNING)
+        since = Assignment.objects.filter(resource_id__in=newly).aggregate(first=Min("starts_at"))[
+            "first"
+        ]
+        days = reattribute(resource_ids=newly, since=since)
         usage_reconcile(account=account, days=days)
         rollups_rebuild(account=account, days=days)
         unattributed_refresh(resource_ids=newly)
@@ -245,8 +309,9 @@ def resource_assign(
 ) -> Assignment:
     """Assign a resource's spend to an allocation (None: explicitly unattributed).
 
-    A resource's first assignment covers its whole history; a re-assignment takes effect from
-    `starts_at` (default now), so spend before it stays where it was.
+    A resource's first assignment covers its whole history in open periods; a re-assignment
+    takes effect from `starts_at` (default now), so spend before it stays where it was. No
+    assignment starts inside a period finance has closed.
     """
     locked = Resource.objects.select_for_update().get(pk=resource.pk)
     if locked.kind == ResourceKind.ENDPOINT:
@@ -258,7 +323,11 @@ def resource_assign(
         raise DomainError("The allocation belongs to another institution.", field="allocation")
     has_history = Assignment.objects.filter(resource=locked).exists()
     if starts_at is None:
-        starts_at = timezone.now() if has_history else BEGINNING
+        # A first assignment covers the history that is still open.
+        closed = closed_until(locked.account.institution_id)
+        starts_at = timezone.now() if has_history else (closed or BEGINNING)
+    else:
+        require_open(locked.account.institution_id, starts_at, what="This assignment")
     if has_history:
         latest = Assignment.objects.filter(resource=locked).order_by("-starts_at", "-id").first()
         if starts_at < latest.starts_at:

@@ -24,6 +24,7 @@ from labgov.runpod.services import (
     account_test_connection,
     account_update,
     resource_assign,
+    rule_accounts_q,
     rule_create,
     rule_deactivate,
     sync_request,
@@ -253,10 +254,15 @@ def rule_list(request):
         Q(account__institution_id__in=scope.money_institutions) | Q(lab_id__in=scope.managed_labs)
     ).select_related("account", "allocation__funding_source", "allocation__user", "lab")
     allocations = allocations_assignable_by(request.user)
+    accounts = RunpodAccount.objects.filter(rule_accounts_q(request.user))
     form = None
-    if allocations.exists():
-        accounts = RunpodAccount.objects.filter(access.runpod_accounts_q(request.user))
-        form = RuleForm(request.POST or None, accounts=accounts, allocations=allocations)
+    if allocations.exists() and accounts.exists():
+        form = RuleForm(
+            request.POST or None,
+            accounts=accounts,
+            allocations=allocations,
+            may_backdate=bool(scope.admin_institutions),
+        )
     if request.method == "POST":
         access.deny_unless(form is not None)
         if form.is_valid():

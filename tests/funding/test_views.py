@@ -173,3 +173,23 @@ def test_import_into_another_institution_is_refused(world, client_for):
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode()
     assert not FundingSource.objects.filter(award_number="A-1").exists()
+
+
+def test_allocation_tags_are_shown_to_the_holder_and_lab_admins_only(world, client_for):
+    """The tag that makes a pod bill an allocation is for who may spend it."""
+    nlp = Allocation.objects.create(
+        funding_source=world.other_funding_source,
+        project_name="NLP evals",
+        cap_usd=10,
+        start_date=world.other_funding_source.start_date,
+        end_date=world.other_funding_source.end_date,
+    )
+    url = reverse("funding:detail", args=[world.funding_source.pk])
+    for user in (world.lab_admin, world.inst_admin):
+        assert world.allocation.tag_code in client_for(user).get(url).content.decode()
+    assert world.allocation.tag_code not in client_for(world.finance).get(url).content.decode()
+    other_url = reverse("funding:detail", args=[world.other_funding_source.pk])
+    assert nlp.tag_code not in client_for(world.finance).get(other_url).content.decode()
+    mine = client_for(world.member).get(reverse("dashboard:me")).content.decode()
+    assert f"LABGOV_ALLOCATION={world.allocation.tag_code}" in mine
+    assert nlp.tag_code not in mine

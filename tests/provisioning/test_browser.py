@@ -84,7 +84,7 @@ def test_journey_2_request_approve_provision_sync(world, sim, browser, live_serv
     assert req.state == ProvisioningRequest.State.PROVISIONED, req.last_error
     pods = [p for p in sim.state.list_pods() if p["name"].startswith(req.marker)]
     assert [p["id"] for p in pods] == [req.runpod_id]
-    assert pods[0]["env"]["LABGOV_ALLOCATION"] == str(world.allocation.pk)
+    assert pods[0]["env"] == {"LABGOV_REQUEST": str(req.pk)}
 
     # Three hours later the sync brings the pod's billing; the spend is the student's.
     sim.advance(hours=3)
@@ -97,8 +97,7 @@ def test_journey_2_request_approve_provision_sync(world, sim, browser, live_serv
         f"${to_cents(spent):,.2f}"
         in student.locator("section", has_text="My allocations").inner_text()
     )
-    # The request's own actual is its pod's spend (the allocation may pay for other pods too:
-    # the simulator's scenario carries LABGOV_ALLOCATION ids that can name this allocation).
+    # The request's own actual is its pod's spend (the allocation may pay for other pods too).
     actual = sum(
         BillingRecord.objects.filter(resource__runpod_id=req.runpod_id).values_list(
             "total_usd", flat=True

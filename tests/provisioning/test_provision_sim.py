@@ -16,6 +16,7 @@ from labgov.runpod.models import GpuType
 from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
 from tests.factories import RunpodAccountFactory, _encrypt
+from tests.fixtures_sim import hour
 from tests.provisioning.conftest import H100
 
 S = ProvisioningRequest.State
@@ -85,8 +86,8 @@ def test_the_task_creates_the_pod_after_commit(
     assert req.state == S.PROVISIONED, req.last_error
     (pod,) = _ours(sim, req)
     assert pod["id"] == req.runpod_id
-    assert pod["env"]["LABGOV_ALLOCATION"] == str(world.allocation.pk)
-    assert pod["env"]["LABGOV_REQUEST"] == str(req.pk)
+    # No allocation tag in the environment every team member can read.
+    assert pod["env"] == {"LABGOV_REQUEST": str(req.pk)}
     assert pod["gpu"] == {"id": H100, "count": 8}
     resource = req.resources.get()
     assert resource.runpod_id == pod["id"]
@@ -121,6 +122,76 @@ def test_timeout_after_runpod_created_the_pod_then_retry_finds_it(world, approve
     (pod,) = _ours(sim, req)  # still only one
     assert req.runpod_id == pod["id"]
     assert [r for r in sim.requests if r == ("POST", "/v2/pods")] == [("POST", "/v2/pods")]
+    # Paid from the hour it was created in, not from 1970.
+    created = dt.datetime.fromisoformat(pod["createdAt"].replace("Z", "+00:00"))
+    assert req.resources.get().assignments.get().starts_at == hour(created)
+
+
+def _create_decoys(sim, req):
+    """What a member of the Runpod team can do before labgov's first attempt: request ids
+    are sequential, so the old marker (labgov-r<id>-) and LABGOV_REQUEST=<id> were guessable."""
+    with RunpodClient(base_url=sim.base_url, api_key=KEY) as client:
+        pods = [
+            client.create_pod(
+                {
+                    "name": f"labgov-r{req.pk}-adopt-me",
+                    "image": "runpod/pytorch:2.8.0",
+                    "gpu": {"id": "NVIDIA RTX A6000", "count": 1},
+                    "cloud": "COMMUNITY",
+                    "env": {"LABGOV_REQUEST": str(req.pk)},
+                }
+            )
+        ]
+        volume = client.create_network_volume(
+            {"name": f"labgov-r{req.pk}-volume", "size": 200, "dataCenter": "US-KS-2"}
+        )
+    return [p.id for p in pods], volume.id
+
+
+def test_a_pod_and_volume_prepared_by_a_team_member_are_not_taken_over(
+    world, approved, sim, account
+):
+    """Issue 9, attack 2, over HTTP: the prepared 1 x A6000 pod and volume run for a day;
+    provisioning the approved 8 x H100 request used to adopt them and bill their history."""
+    req = approved(network_volume_gb=200, data_center_id="US-KS-2", storage_kept_days=D(30))
+    decoy_pods, decoy_volume = _create_decoys(sim, req)
+    sim.advance(hours=24)
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.PROVISIONED, req.last_error
+    assert req.runpod_id not in decoy_pods
+    (pod,) = _ours(sim, req)
+    assert pod["gpu"] == {"id": H100, "count": 8}
+    (volume,) = [v for v in sim.state.list_volumes() if v["name"] == f"{req.marker}volume"]
+    assert volume["id"] != decoy_volume
+    assert pod["mounts"]["network"][0]["volumeId"] == volume["id"]
+    assert not set(req.resources.values_list("runpod_id", flat=True)) & {
+        *decoy_pods,
+        decoy_volume,
+    }
+    assert [r for r in sim.requests if r == ("POST", "/v2/pods")] == [("POST", "/v2/pods")] * 2
+
+
+def test_a_lookalike_pod_with_the_attempts_token_is_not_adopted(world, approved, sim, account):
+    """The attempt created its volume, then the pod's answer was lost: the token is now
+    visible on Runpod. A pod someone makes with it, but not as requested, is not adopted."""
+    req = approved(network_volume_gb=200, data_center_id="US-KS-2", storage_kept_days=D(30))
+    sim.inject_fault(path_prefix="/v2/pods", kind="disconnect", method="POST")
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.FAILED and req.provision_outcome_unknown
+    with RunpodClient(base_url=sim.base_url, api_key=KEY) as client:
+        lookalike = client.create_pod(
+            {
+                "name": f"{req.marker}x",
+                "image": "runpod/pytorch:2.8.0",
+                "gpu": {"id": "NVIDIA RTX A6000", "count": 1},
+                "cloud": "COMMUNITY",
+            }
+        )
+    provisioning_retry(actor=world.member, req=req)
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.PROVISIONED, req.last_error
+    assert req.runpod_id != lookalike.id
+    assert sim.state.get_pod(req.runpod_id)["gpu"] == {"id": H100, "count": 8}
 
 
 def test_dropped_connection_then_retry_creates_exactly_one(world, approved, sim, account):

@@ -1,9 +1,12 @@
 """Provisioning's decisions with a fake client: what is created, what a retry finds, how a
 failure reads. The same paths run against the simulator over HTTP in test_provision_sim.py."""
 
+import datetime as dt
+import re
 from decimal import Decimal as D
 
 import pytest
+from django.utils import timezone
 
 from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.services import provisioning_retry, provisioning_run, request_approve
@@ -21,7 +24,9 @@ from tests.factories import RunpodAccountFactory
 S = ProvisioningRequest.State
 
 
-def _pod(body, pod_id="newpod1"):
+def _pod(body, pod_id="newpod1", created_at=None):
+    mounts = body.get("mounts", {})
+    network = mounts.get("network") or [{}]
     return Pod(
         id=pod_id,
         name=body["name"],
@@ -30,15 +35,15 @@ def _pod(body, pod_id="newpod1"):
         image=body["image"],
         env=body.get("env", {}),
         container_disk_gb=body.get("disk", 0),
-        volume_disk_gb=0,
-        network_volume_id=None,
+        volume_disk_gb=mounts.get("persistent", {}).get("size", 0),
+        network_volume_id=network[0].get("volumeId"),
         gpu_type_id=body["gpu"]["id"],
         gpu_count=body["gpu"]["count"],
         cloud=body.get("cloud"),
         data_center_id=None,
         template_id=None,
         cluster_id=None,
-        created_at=None,
+        created_at=created_at or timezone.now(),
         started_at=None,
     )
 
@@ -49,6 +54,7 @@ class FakeClient:
         self.pods = list(pods)
         self.volumes = list(volumes)
         self.created = []
+        self.listed = 0
 
     def __enter__(self):
         return self
@@ -57,6 +63,7 @@ class FakeClient:
         return False
 
     def list_pods(self, include_cluster_pods=True):
+        self.listed += 1
         return list(self.pods)
 
     def list_network_volumes(self):
@@ -106,11 +113,11 @@ def test_creates_the_pod_with_the_marker_and_the_allocation(world, approved, acc
     req = _run(req, client)
     assert req.state == S.PROVISIONED and req.runpod_id == "newpod1"
     ((kind, body),) = client.created
-    assert body["name"].startswith(f"labgov-r{req.pk}-fine-tune-8b")
-    assert body["env"] == {
-        "LABGOV_ALLOCATION": str(world.allocation.pk),
-        "LABGOV_REQUEST": str(req.pk),
-    }
+    # The request's id for people, then the attempt's random token: nobody can guess it.
+    assert re.fullmatch(rf"labgov-r{req.pk}-[0-9a-f]{{16}}-fine-tune-8b", body["name"])
+    assert body["name"].startswith(req.marker)
+    # No allocation tag: every member of the Runpod team can read a pod's environment.
+    assert body["env"] == {"LABGOV_REQUEST": str(req.pk)}
     assert body["gpu"] == {"id": "NVIDIA H100 80GB HBM3", "count": 8}
     pod = req.resources.get()
     assert pod.current_allocation == world.allocation
@@ -164,21 +171,117 @@ def test_retry_finds_the_pod_an_earlier_attempt_created(world, approved, account
     assert [k for k, _ in client.created] == ["pod"]  # no second create
 
 
-def test_a_pod_found_by_name_alone_counts_too(world, approved, account):
+def _decoy(name, gpu="NVIDIA RTX A5000", count=1, **env):
+    body = {"name": name, "image": "runpod/pytorch:2.8.0", "gpu": {"id": gpu, "count": count}}
+    return _pod({**body, "disk": 1, "env": env}, pod_id="decoy")
+
+
+def test_a_pod_prepared_with_the_old_marker_is_not_taken_over(world, approved, account):
+    """Issue 9, attack 2: a team member creates labgov-r<id>-adopt-me (1 x A5000, also with
+    LABGOV_REQUEST=<id>) before the first attempt; it used to be "provisioned" and its whole
+    history billed to the request's allocation."""
     req = approved()
-    existing = _pod(
-        {"name": f"labgov-r{req.pk}-old", "image": "i", "gpu": {"id": "x", "count": 1}}, "p0"
-    )
-    client = FakeClient(pods=[existing])
+    decoys = [
+        _decoy(f"labgov-r{req.pk}-adopt-me"),
+        _decoy("anything", LABGOV_REQUEST=str(req.pk)),
+    ]
+    client = FakeClient(pods=decoys)
     req = _run(req, client)
-    assert req.runpod_id == "p0" and client.created == []
+    assert req.state == S.PROVISIONED and req.runpod_id == "newpod1"
+    assert [k for k, _ in client.created] == ["pod"]
+    assert client.listed == 0  # a first attempt never looks for anything to adopt
+    assert not req.resources.filter(runpod_id="decoy").exists()
 
 
-def test_another_requests_pod_is_not_mistaken_for_ours(world, approved, account):
+def test_a_pod_matching_in_every_way_is_not_adopted_by_a_first_attempt(world, approved, account):
     req = approved()
-    other = _pod({"name": f"labgov-r{req.pk}0-x", "image": "i", "gpu": {"id": "x", "count": 1}})
-    req = _run(req, FakeClient(pods=[other]))
+    twin = _pod(pod_body(req, network_volume_id=None) | {"name": req.marker + "x"}, "twin")
+    req = _run(req, FakeClient(pods=[twin]))
     assert req.runpod_id == "newpod1"
+
+
+def _unknown_first_attempt(approved):
+    """An attempt that timed out: Runpod may or may not have created the pod."""
+    req = approved()
+    client = FakeClient(fail=RunpodUnavailable("timed out"))
+    req = _run(req, client)
+    assert req.state == S.FAILED and req.provision_outcome_unknown
+    client.fail = None
+    return req, client
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"gpu": {"id": "NVIDIA RTX A5000", "count": 1}},
+        {"gpu": {"id": "NVIDIA H100 80GB HBM3", "count": 1}},
+        {"image": "someone/else:latest"},
+        {"disk": 500},
+        {"mounts": {"persistent": {"size": 100, "path": "/workspace"}}},
+    ],
+)
+def test_a_retry_adopts_only_a_pod_configured_as_requested(world, approved, account, change):
+    req, client = _unknown_first_attempt(approved)
+    body = client.created[0][1]
+    client.pods.append(_pod({**body, **change}, pod_id="lookalike"))
+    provisioning_retry(actor=world.member, req=req)
+    req = _run(req, client)
+    assert req.state == S.PROVISIONED and req.runpod_id == "newpod1"
+    assert [k for k, _ in client.created] == ["pod", "pod"]
+
+
+def test_a_retry_adopts_no_pod_created_before_the_attempt(world, approved, account):
+    req, client = _unknown_first_attempt(approved)
+    body = client.created[0][1]
+    before = req.provision_started_at - dt.timedelta(hours=1)
+    client.pods.append(_pod(body, pod_id="older", created_at=before))
+    provisioning_retry(actor=world.member, req=req)
+    req = _run(req, client)
+    assert req.runpod_id == "newpod1"
+
+
+def test_a_retry_after_a_known_refusal_starts_afresh(world, approved, account):
+    req = approved()
+    client = FakeClient(fail=RunpodInsufficientBalance("402", status=402))
+    req = _run(req, client)
+    first_token = req.provision_token
+    assert req.state == S.FAILED and not req.provision_outcome_unknown
+    client.fail = None
+    provisioning_retry(actor=world.member, req=req)
+    req = _run(req, client)
+    assert req.state == S.PROVISIONED and req.provision_token != first_token
+    assert client.listed == 0
+
+
+def test_a_worker_that_died_mid_attempt_is_resumed_by_adoption(world, approved, account):
+    """The claim expired with the outcome unknown: the next run looks for its pod first."""
+    req = approved()
+    client = FakeClient()
+
+    def die(body):
+        client.created.append(("pod", body))
+        client.pods.append(_pod(body, pod_id="made-before-dying"))
+        raise KeyboardInterrupt  # the worker is killed after Runpod created the pod
+
+    client.create_pod = die
+    with pytest.raises(KeyboardInterrupt):
+        _run(req, client)
+    ProvisioningRequest.objects.filter(pk=req.pk).update(provision_claimed_until=None)
+    del client.create_pod
+    req = _run(req, client)
+    assert req.state == S.PROVISIONED and req.runpod_id == "made-before-dying"
+    assert len(client.created) == 1
+
+
+def test_attribution_starts_at_the_pods_creation_not_1970(world, approved, account):
+    req, client = _unknown_first_attempt(approved)
+    created = req.provision_started_at + dt.timedelta(minutes=1)
+    client.pods.append(_pod(client.created[0][1], pod_id="ours", created_at=created))
+    provisioning_retry(actor=world.member, req=req)
+    req = _run(req, client)
+    assert req.runpod_id == "ours"
+    assignment = req.resources.get().assignments.get()
+    assert assignment.starts_at == created.replace(minute=0, second=0, microsecond=0)
 
 
 def test_a_second_run_while_one_holds_the_claim_does_nothing(world, approved, account):
@@ -205,7 +308,7 @@ def test_network_volume_is_created_once_and_mounted(world, approved, account):
     kinds = [k for k, _ in client.created]
     assert kinds == ["volume", "pod"]
     assert client.created[0][1] == {
-        "name": f"labgov-r{req.pk}-volume",
+        "name": f"labgov-r{req.pk}-{req.provision_token}-volume",
         "size": 200,
         "dataCenter": "US-KS-2",
     }
@@ -214,6 +317,42 @@ def test_network_volume_is_created_once_and_mounted(world, approved, account):
     }
     assert {r.kind for r in req.resources.all()} == {"pod", "network_volume"}
     assert all(r.current_allocation == world.allocation for r in req.resources.all())
+
+
+@pytest.mark.parametrize("flaw", ["seen before the attempt", "another size"])
+def test_a_retry_adopts_only_the_volume_its_attempt_made(world, approved, account, flaw):
+    from tests.factories import ResourceFactory
+
+    req = approved(network_volume_gb=200, data_center_id="US-KS-2", storage_kept_days=D(30))
+    client = FakeClient(fail=RunpodUnavailable("timed out"))
+    client.create_network_volume = lambda body: (_ for _ in ()).throw(RunpodUnavailable("t/o"))
+    req = _run(req, client)
+    assert req.state == S.FAILED and req.provision_outcome_unknown
+    del client.create_network_volume
+    client.fail = None
+    size = 200 if flaw == "seen before the attempt" else 100
+    client.volumes.append(
+        NetworkVolume(
+            id="planted",
+            name=f"{req.marker}volume",
+            size_gb=size,
+            data_center_id="US-KS-2",
+            volume_type="STANDARD",
+        )
+    )
+    if flaw == "seen before the attempt":
+        ResourceFactory(
+            account=account,
+            kind="network_volume",
+            runpod_id="planted",
+            first_seen_at=req.provision_started_at - dt.timedelta(days=1),
+        )
+    provisioning_retry(actor=world.member, req=req)
+    req = _run(req, client)
+    assert req.state == S.PROVISIONED
+    assert [k for k, _ in client.created] == ["volume", "pod"]
+    volume = req.resources.get(kind="network_volume")
+    assert volume.runpod_id == "vol1"
 
 
 def test_pod_body_volume_disk(world, draft):

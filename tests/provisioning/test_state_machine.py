@@ -303,7 +303,51 @@ def test_mark_provisioned_by_hand_attaches_attribution(submitted, world):
     assert resource.kind == "cluster" and resource.current_allocation == world.allocation
     assignment = resource.assignments.get()
     assert assignment.source == "provisioned"
-    assert assignment.starts_at.year == 1970  # a fresh resource: its whole history
+    # From the hour it was approved in, never from 1970.
+    assert assignment.starts_at == req.decided_at.replace(minute=0, second=0, microsecond=0)
+
+
+CLUSTER = {"deployment_model": "cluster", "node_count": 2, "runs_distributed": True}
+
+
+def test_marking_provisioned_never_takes_another_labs_resource(submitted, world):
+    """Issue 9, attack 5: a lab admin marked their request provisioned with another lab's
+    endpoint or cluster id, and its spend moved to their allocation."""
+    from labgov.runpod.services import resource_assign
+    from tests.factories import ResourceFactory
+
+    account = RunpodAccountFactory(institution=world.institution)
+    nlp = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
+    theirs = ResourceFactory(account=account, kind="cluster", runpod_id="nlp-cluster")
+    resource_assign(actor=world.inst_admin, resource=theirs, allocation=nlp)
+    req = request_approve(actor=world.lab_admin, req=submitted(**CLUSTER))
+    with pytest.raises(DomainError) as refused:
+        request_mark_provisioned(
+            actor=world.lab_admin, req=req, account=account, runpod_id="nlp-cluster"
+        )
+    assert "already paid by another allocation (of NLP)" in refused.value.message
+    assert "an institution admin or a lab admin of NLP can reassign it" in refused.value.message
+    theirs.refresh_from_db()
+    assert theirs.current_allocation == nlp and theirs.assignments.count() == 1
+    req.refresh_from_db()
+    assert req.state == S.APPROVED and not req.resources.exists()
+
+
+def test_marking_provisioned_adopts_an_unattributed_resource_from_the_approval(submitted, world):
+    from tests.factories import ResourceFactory
+
+    account = RunpodAccountFactory(institution=world.institution)
+    old = timezone.now() - dt.timedelta(days=40)
+    cluster = ResourceFactory(
+        account=account, kind="cluster", runpod_id="made-by-hand", created_at_runpod=old
+    )
+    req = request_approve(actor=world.lab_admin, req=submitted(**CLUSTER))
+    req = request_mark_provisioned(
+        actor=world.lab_admin, req=req, account=account, runpod_id="made-by-hand"
+    )
+    assert req.state == S.PROVISIONED
+    start = cluster.assignments.get().starts_at
+    assert start == req.decided_at.replace(minute=0, second=0, microsecond=0)
 
 
 def test_mark_provisioned_refuses_pods_and_other_labs_accounts(submitted, world):

@@ -259,3 +259,39 @@ def test_estimate_query_count_is_flat(world, draft, submitted, client_for):
     small = _count(client, url, _form(world))
     _grow(world, draft, submitted, 3)
     assert _count(client, url, _form(world)) == small
+
+
+def test_mark_provisioned_with_another_labs_endpoint_is_refused_in_words(
+    world, submitted, client_for
+):
+    """Issue 9, attack 5, through the page."""
+    from labgov.funding.models import Allocation
+    from labgov.provisioning.services import request_approve
+    from labgov.runpod.services import resource_assign
+    from tests.factories import AllocationFactory, ResourceFactory, RunpodAccountFactory
+
+    account = RunpodAccountFactory(institution=world.institution)
+    nlp = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
+    endpoint = ResourceFactory(account=account, kind="serverless", runpod_id="nlp-endpoint")
+    resource_assign(actor=world.inst_admin, resource=endpoint, allocation=nlp)
+    req = request_approve(
+        actor=world.lab_admin,
+        req=submitted(
+            deployment_model="serverless",
+            requests_per_day=D(10),
+            seconds_per_request=D(1),
+            duration_days=D(1),
+            gpu_count=1,
+        ),
+    )
+    response = client_for(world.lab_admin).post(
+        reverse("provisioning:mark_provisioned", args=[req.pk]),
+        {"account": account.pk, "runpod_id": "nlp-endpoint"},
+    )
+    assert response.status_code == 200
+    assert "an institution admin or a lab admin of NLP can reassign it" in (
+        response.content.decode()
+    )
+    endpoint.refresh_from_db()
+    assert endpoint.current_allocation == nlp
+    assert Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd == 0

@@ -2,9 +2,18 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+import time_machine
 
+from labgov.core.errors import DomainError
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
-from labgov.runpod.attribution import BEGINNING, Timeline, rule_for, rules_apply, usage_reconcile
+from labgov.runpod.attribution import (
+    BEGINNING,
+    UNKNOWN_TAG,
+    Timeline,
+    rule_for,
+    rules_apply,
+    usage_reconcile,
+)
 from labgov.runpod.models import Assignment, AttributionRule, BillingRecord
 from labgov.runpod.services import resource_assign, rule_create
 from tests.factories import AllocationFactory, ResourceFactory, RunpodAccountFactory
@@ -91,21 +100,85 @@ def test_rule_precedence_env_then_template_then_longest_prefix_then_account(worl
     assert rule_for(pod, rules) == whole
 
 
-def test_env_allocation_variable_assigns_from_the_beginning(world, account):
-    pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": str(world.allocation.pk)})
-    _hours(pod, T0, 3)
+def test_allocation_tag_assigns_from_the_resources_creation(world, account):
+    pod = ResourceFactory(
+        account=account,
+        env={"LABGOV_ALLOCATION": world.allocation.tag_code},
+        created_at_runpod=T0 + dt.timedelta(minutes=90),
+    )
+    _hours(pod, T0 + dt.timedelta(hours=1), 3)
     assert rules_apply(account=account) == [pod.pk]
     assignment = pod.assignments.get()
-    assert assignment.starts_at == BEGINNING and assignment.allocation == world.allocation
+    assert assignment.starts_at == T0 + dt.timedelta(hours=1)
+    assert assignment.allocation == world.allocation
     pod.refresh_from_db()
-    assert pod.current_allocation == world.allocation
+    assert pod.current_allocation == world.allocation and pod.tag_refusal == ""
 
 
-def test_env_naming_another_institutions_allocation_is_ignored(world, account):
-    foreign = AllocationFactory()
-    pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": str(foreign.pk)})
+def test_tag_codes_are_random_and_distinct(world):
+    other = AllocationFactory(funding_source=world.funding_source, user=world.lab_admin)
+    assert other.tag_code != world.allocation.tag_code
+    assert len(world.allocation.tag_code) == len("lga-") + 24
+
+
+@pytest.mark.parametrize("tag", ["number", "foreign code", "unknown code"])
+def test_a_tag_that_is_no_allocations_code_here_is_refused(world, account, tag):
+    value = {
+        "number": str(world.allocation.pk),
+        "foreign code": AllocationFactory().tag_code,
+        "unknown code": "lga-000000000000000000000000",
+    }[tag]
+    pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": value})
+    AttributionRule.objects.create(
+        lab=world.lab, account=account, kind="account", allocation=world.allocation
+    )
     assert rules_apply(account=account) == []
-    assert not pod.assignments.exists()
+    assert not pod.assignments.exists()  # not even the account-wide rule takes it
+    pod.refresh_from_db()
+    assert pod.tag_refusal == UNKNOWN_TAG
+
+
+def test_another_labs_tag_is_honoured_on_a_shared_account_only(world, account):
+    nlp = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
+    shared = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": nlp.tag_code})
+    vision_account = RunpodAccountFactory(institution=world.institution, lab=world.lab)
+    own = ResourceFactory(account=vision_account, env={"LABGOV_ALLOCATION": nlp.tag_code})
+    assert rules_apply(account=account) == [shared.pk]
+    assert rules_apply(account=vision_account) == []
+    own.refresh_from_db()
+    assert "may not use this Runpod account" in own.tag_refusal
+
+
+def test_an_inactive_allocations_tag_is_refused(world, account):
+    from labgov.funding.models import FundingSource as FS
+
+    ended = AllocationFactory(
+        funding_source=world.funding_source,
+        user=world.lab_admin,
+        start_date=world.funding_source.start_date,
+        end_date=world.funding_source.start_date,
+    )
+    pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": ended.tag_code})
+    assert rules_apply(account=account) == []
+    pod.refresh_from_db()
+    assert "not active" in pod.tag_refusal
+    FS.objects.filter(pk=world.funding_source.pk).update(status=FS.Status.CLOSED)
+    live = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": world.allocation.tag_code})
+    assert rules_apply(account=account) == []
+    live.refresh_from_db()
+    assert "funding source is closed" in live.tag_refusal
+
+
+def test_a_tag_never_reaches_into_a_closed_period(world, account):
+    pod = ResourceFactory(
+        account=account,
+        env={"LABGOV_ALLOCATION": world.allocation.tag_code},
+        created_at_runpod=T0 - dt.timedelta(days=2),
+    )
+    _hours(pod, T0 - dt.timedelta(hours=5), 10, amount="2")
+    _close_october(world)
+    assert rules_apply(account=account) == [pod.pk]
+    assert pod.assignments.get().starts_at == T0
 
 
 def test_usage_reconcile_posts_differences_only(world, account):
@@ -144,18 +217,116 @@ def test_manual_assignment_claims_history_and_reassignment_keeps_past(world, acc
         )
 
 
-def test_rule_create_applies_to_existing_unassigned_resources(world, account):
+def _close_october(world):
+    from labgov.usage.periods import period_close
+
+    period_close(actor=world.finance, institution=world.institution, year=2026, month=10)
+
+
+def test_rule_create_applies_from_when_it_is_made(world, account):
+    pod = ResourceFactory(account=account, name="vision-train-1")
+    _hours(pod, T0, 20, amount="3")
+    with time_machine.travel(T0 + dt.timedelta(hours=15), tick=False):
+        rule_create(
+            actor=world.inst_admin,
+            account=account,
+            kind="name_prefix",
+            pattern="vision-",
+            allocation=world.allocation,
+        )
+    assert BillingRecord.objects.filter(allocation=world.allocation).count() == 5
+    assert _spent(world.allocation) == Decimal(15)
+
+
+def test_an_institution_admin_may_start_a_rule_earlier_audited(world, account):
+    from labgov.audit.models import AuditEvent
+
     pod = ResourceFactory(account=account, name="vision-train-1")
     _hours(pod, T0, 5, amount="3")
-    rule_create(
-        actor=world.lab_admin,
+    rule = rule_create(
+        actor=world.inst_admin,
         account=account,
         kind="name_prefix",
         pattern="vision-",
         allocation=world.allocation,
+        starts_at=T0,
     )
-    assert BillingRecord.objects.filter(allocation=world.allocation).count() == 5
+    assert rule.starts_at == T0
     assert _spent(world.allocation) == Decimal(15)
+    event = AuditEvent.objects.get(action="attribution_rule.create")
+    assert event.after["starts_at"] == T0.isoformat()
+    assert event.note == "starts before it was made"
+
+
+def test_a_lab_admin_claims_nothing_on_the_shared_account(world, account):
+    """Issue 9, attack 4: an account-wide rule on the institution's shared account used to
+    claim every unassigned resource, other labs' included, from 1970."""
+    nlp_cluster = ResourceFactory(account=account, kind="cluster", name="nlp-cluster")
+    nlp_volume = ResourceFactory(account=account, kind="network_volume", name="nlp-data")
+    _hours(nlp_cluster, T0, 5, amount="7")
+    with pytest.raises(DomainError, match="made by an institution admin"):
+        rule_create(
+            actor=world.lab_admin,
+            account=account,
+            kind="account",
+            pattern="",
+            allocation=world.allocation,
+        )
+    assert not AttributionRule.objects.exists()
+    assert not Assignment.objects.filter(resource__in=[nlp_cluster, nlp_volume]).exists()
+    assert _spent(world.allocation) == 0
+
+
+def test_a_lab_admin_makes_rules_on_the_labs_own_account_from_now_only(world):
+    own = RunpodAccountFactory(institution=world.institution, lab=world.lab)
+    pod = ResourceFactory(account=own, name="x")
+    _hours(pod, T0, 5, amount="3")
+    with pytest.raises(DomainError, match="only an institution admin may start it earlier"):
+        rule_create(
+            actor=world.lab_admin,
+            account=own,
+            kind="account",
+            pattern="",
+            allocation=world.allocation,
+            starts_at=T0,
+        )
+    rule_create(
+        actor=world.lab_admin, account=own, kind="account", pattern="", allocation=world.allocation
+    )
+    assert _spent(world.allocation) == 0  # its past stays where it was
+    assert pod.assignments.get().allocation == world.allocation
+
+
+def test_no_rule_starts_in_a_closed_period(world, account):
+    _close_october(world)
+    with pytest.raises(DomainError, match=r"finance has\s+closed"):
+        rule_create(
+            actor=world.inst_admin,
+            account=account,
+            kind="account",
+            pattern="",
+            allocation=world.allocation,
+            starts_at=T0 - dt.timedelta(days=3),
+        )
+
+
+def test_manual_assignment_respects_closed_periods(world, account):
+    pod = ResourceFactory(account=account)
+    _hours(pod, T0 - dt.timedelta(hours=4), 8, amount="2")
+    _close_october(world)
+    with pytest.raises(DomainError, match=r"finance has\s+closed"):
+        resource_assign(
+            actor=world.lab_admin,
+            resource=pod,
+            allocation=world.allocation,
+            starts_at=T0 - dt.timedelta(hours=4),
+        )
+    first = resource_assign(actor=world.lab_admin, resource=pod, allocation=world.allocation)
+    assert first.starts_at == T0  # the open part of its history only
+    assert _spent(world.allocation) == Decimal(8)
+    october = BillingRecord.objects.filter(resource=pod, bucket_start__lt=T0)
+    assert october.count() == 4 and not october.filter(allocation__isnull=False).exists()
+    assert not LedgerEntry.objects.filter(occurred_at__lt=T0).exists()
 
 
 @pytest.mark.parametrize(
@@ -167,11 +338,9 @@ def test_rule_create_applies_to_existing_unassigned_resources(world, account):
     ],
 )
 def test_rule_create_validation(world, account, kind, pattern, message):
-    from labgov.core.errors import DomainError
-
     with pytest.raises(DomainError, match=message):
         rule_create(
-            actor=world.lab_admin,
+            actor=world.inst_admin,
             account=account,
             kind=kind,
             pattern=pattern,
@@ -180,8 +349,6 @@ def test_rule_create_validation(world, account, kind, pattern, message):
 
 
 def test_rule_for_another_labs_account_is_refused(world):
-    from labgov.core.errors import DomainError
-
     lab_account = RunpodAccountFactory(institution=world.institution, lab=world.other_lab)
     with pytest.raises(DomainError, match="another lab"):
         rule_create(

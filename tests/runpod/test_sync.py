@@ -5,8 +5,10 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.urls import reverse
 
 from labgov.funding.models import Allocation, LedgerEntry
+from labgov.runpod.attribution import BEGINNING
 from labgov.runpod.client import RunpodClient
 from labgov.runpod.models import (
     AccountBillingRecord,
@@ -279,35 +281,35 @@ def test_attribution_by_rules_and_by_hand(sim, world, sim_account, fast_clients)
         start_date=world.funding_source.start_date,
         end_date=world.funding_source.end_date,
     )
-    rule_create(
-        actor=world.lab_admin,
-        account=sim_account,
-        kind="name_prefix",
-        pattern="vision-",
-        allocation=world.allocation,
-    )
-    rule_create(
-        actor=world.lab_admin,
-        account=sim_account,
-        kind="template",
-        pattern="nf-dl101-2026f",
-        allocation=second,
-    )
+    # The account is shared by the institution's labs: its rules are an institution admin's,
+    # who may start them before they are made (here: over the whole history).
+    for kind, pattern, allocation in [
+        ("name_prefix", "vision-", world.allocation),
+        ("template", "nf-dl101-2026f", second),
+    ]:
+        rule_create(
+            actor=world.inst_admin,
+            account=sim_account,
+            kind=kind,
+            pattern=pattern,
+            allocation=allocation,
+            starts_at=BEGINNING,
+        )
     _sync(sim_account, fast_clients)
     vision = Resource.objects.filter(name__startswith="vision-", kind=ResourceKind.POD)
     assert vision.exists()
     for resource in vision:
-        # A LABGOV_ALLOCATION variable naming an allocation of the institution comes first;
-        # otherwise the prefix decides.
-        env_id = resource.env.get("LABGOV_ALLOCATION")
-        named = Allocation.objects.filter(pk=env_id).first() if env_id else None
-        expected = named or world.allocation
-        assert resource.current_allocation == expected, resource.name
+        # The scenario's LABGOV_ALLOCATION values are allocation numbers, not tag codes: such
+        # a pod is refused, stays unattributed with the reason, and no rule claims it.
+        if "LABGOV_ALLOCATION" in resource.env:
+            assert resource.current_allocation is None, resource.name
+            assert "no allocation has this tag" in resource.tag_refusal
+        else:
+            assert resource.current_allocation == world.allocation, resource.name
+    # The course template sets LABGOV_ALLOCATION=6 for its pods: refused, so its rule waits.
     course = Resource.objects.get(name="dl101-lab4-tara")
-    assert course.current_allocation == second
-    assert _stored_total(sim_account, resource=course) == _stored_total(
-        sim_account, resource=course, allocation=second
-    )
+    assert course.current_allocation is None and course.tag_refusal
+    assert _stored_total(sim_account, resource=course, allocation=second) == 0
 
     stray = Resource.objects.filter(
         kind=ResourceKind.POD, current_allocation__isnull=True, gone_at__isnull=True
@@ -320,24 +322,77 @@ def test_attribution_by_rules_and_by_hand(sim, world, sim_account, fast_clients)
     assert spent_after - spent_before == stray_total
 
 
-def test_env_variable_attribution_from_a_created_pod(sim, world, sim_account, fast_clients):
+def _tagged_pod(sim, name, tag):
     with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
-        pod = client.create_pod(
+        return client.create_pod(
             {
-                "name": "adhoc-run",
+                "name": name,
                 "image": "pytorch/pytorch:2.8.0",
                 "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
                 "cloud": "COMMUNITY",
-                "env": {"LABGOV_ALLOCATION": str(world.allocation.pk)},
+                "env": {"LABGOV_ALLOCATION": tag},
             }
         )
+
+
+def test_allocation_tag_attribution_from_a_created_pod(sim, world, sim_account, fast_clients):
+    pod = _tagged_pod(sim, "adhoc-run", world.allocation.tag_code)
     sim.advance(hours=3)
     with time_machine.travel(sim.state.now, tick=True):
         _sync(sim_account, fast_clients)
     resource = Resource.objects.get(runpod_id=pod.id)
     assert resource.current_allocation == world.allocation
+    assert resource.assignments.get().starts_at == hour(pod.created_at)
     assert _stored_total(sim_account, resource=resource) > 0
     assert _stored_total(sim_account, resource=resource, allocation__isnull=True) == 0
+
+
+def test_a_team_member_cannot_bill_an_allocation_by_its_number(
+    sim, world, sim_account, fast_clients, client_for
+):
+    """Issue 9, attack 3: LABGOV_ALLOCATION=<id> used to make any allocation pay. A number is
+    no tag; another lab's tag is refused on that lab's own account; so is an ended
+    allocation's. The refused pods wait in the unattributed queue with the reason."""
+    from labgov.runpod.models import RunpodAccount
+
+    other = Allocation.objects.create(
+        funding_source=world.other_funding_source,
+        project_name="NLP evals",
+        cap_usd=Decimal("100"),
+        start_date=world.other_funding_source.start_date,
+        end_date=world.other_funding_source.end_date,
+    )
+    ended = Allocation.objects.create(
+        funding_source=world.funding_source,
+        project_name="Last term",
+        cap_usd=Decimal("100"),
+        start_date=world.funding_source.start_date,
+        end_date=world.funding_source.start_date,
+    )
+    # The account is Vision's own team account.
+    RunpodAccount.objects.filter(pk=sim_account.pk).update(lab=world.lab)
+    sim_account.refresh_from_db()
+    by_number = _tagged_pod(sim, "bill-by-number", str(world.allocation.pk))
+    foreign = _tagged_pod(sim, "bill-nlp", other.tag_code)
+    stale = _tagged_pod(sim, "bill-ended", ended.tag_code)
+    sim.advance(hours=3)
+    with time_machine.travel(sim.state.now, tick=True):
+        _sync(sim_account, fast_clients)
+    reasons = {}
+    for pod in (by_number, foreign, stale):
+        resource = Resource.objects.get(runpod_id=pod.id)
+        assert resource.current_allocation is None
+        assert not resource.assignments.exists()
+        assert _stored_total(sim_account, resource=resource, allocation__isnull=False) == 0
+        reasons[pod.name] = resource.tag_refusal
+    assert "no allocation has this tag" in reasons["bill-by-number"]
+    assert "may not use this Runpod account" in reasons["bill-nlp"]
+    assert "not active" in reasons["bill-ended"]
+    for allocation in (world.allocation, other, ended):
+        assert Allocation.objects.with_figures().get(pk=allocation.pk).spent_usd == 0
+    page = client_for(world.lab_admin).get(reverse("runpod:unattributed")).content.decode()
+    assert page.count("Tag not accepted") >= 3
+    assert "lab may not use this Runpod account" in page
 
 
 def test_reassignment_does_not_change_past_spend(sim, world, sim_account, fast_clients):

@@ -108,7 +108,9 @@ POSTS = {
             "pattern": "nlp-",
             "allocation": w.allocation.pk,
         },
-        {"inst_admin": 302, "finance": 403, "lab_admin": 302, "member": 403, "outsider": 403},
+        # The account is shared by the institution's labs: its rules are an institution
+        # admin's (issue 9: a lab admin's rule there claimed other labs' resources).
+        {"inst_admin": 302, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 403},
     ),
     "switch rule off": (
         lambda w, o: reverse("runpod:rule_deactivate", args=[o["rule"].pk]),
@@ -246,3 +248,47 @@ def test_assign_choices_are_the_lab_admins_allocations(world, objects, client_fo
     page = client_for(world.lab_admin).get(reverse("runpod:unattributed")).content.decode()
     assert f'<option value="{world.allocation.pk}">' in page
     assert f'<option value="{theirs.pk}">' not in page
+
+
+def test_a_lab_admins_account_wide_rule_on_the_shared_account_claims_nothing(
+    world, objects, client_for
+):
+    """Issue 9, attack 4, through the page: nothing is claimed, nothing can be acted on."""
+    response = client_for(world.lab_admin).post(
+        reverse("runpod:rules"),
+        {"account": objects["account"].pk, "kind": "account", "allocation": world.allocation.pk},
+    )
+    assert response.status_code == 403
+    assert not AttributionRule.objects.filter(kind="account").exists()
+    objects["pod"].refresh_from_db()
+    assert objects["pod"].current_allocation is None
+
+
+def test_a_lab_admin_makes_rules_on_the_labs_own_account(world, objects, client_for):
+    own = RunpodAccountFactory(institution=world.institution, lab=world.lab, name="Vision team")
+    page = client_for(world.lab_admin).get(reverse("runpod:rules")).content.decode()
+    assert "Vision team" in page and "Institution account</option>" not in page
+    assert "Applies from (UTC)" not in page  # only institution admins start a rule earlier
+    response = client_for(world.lab_admin).post(
+        reverse("runpod:rules"),
+        {"account": own.pk, "kind": "account", "allocation": world.allocation.pk},
+    )
+    assert response.status_code == 302
+    assert AttributionRule.objects.get(account=own).created_by == world.lab_admin
+
+
+def test_an_institution_admin_starts_a_rule_earlier_from_the_page(world, objects, client_for):
+    response = client_for(world.inst_admin).post(
+        reverse("runpod:rules"),
+        {
+            "account": objects["account"].pk,
+            "kind": "account",
+            "allocation": world.allocation.pk,
+            "starts_at": "2026-11-01 00:00",
+        },
+    )
+    assert response.status_code == 302
+    assert AttributionRule.objects.get(kind="account").starts_at == T0
+    objects["pod"].refresh_from_db()
+    assert objects["pod"].current_allocation == world.allocation
+    assert objects["pod"].unattributed_usd == 0  # its bucket at T0 moved with it

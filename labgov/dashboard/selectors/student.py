@@ -42,6 +42,8 @@ class StudentDashboard:
     tables: dict[str, Table]
     totals: dict[str, Decimal]
     share_chart: dict
+    # (allocation, its Runpod tag code): a pod with LABGOV_ALLOCATION=<code> is paid by it.
+    tags: list[tuple[str, str]]
 
 
 def student_dashboard(user, params) -> StudentDashboard:
@@ -95,6 +97,7 @@ def student_dashboard(user, params) -> StudentDashboard:
         tables=tables,
         totals=totals,
         share_chart=share_chart(share, period),
+        tags=[(f"{a.funding_source.name}", a.tag_code) for a in allocations],
     )
 
 

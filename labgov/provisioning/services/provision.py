@@ -1,13 +1,20 @@
 """Creating an approved request's resources on Runpod, and recording them.
 
 The Runpod calls run outside any database transaction (in a Celery task); their outcome is
-then written in one. Creating a pod is not idempotent on Runpod's side, so every attempt first
-looks for what an earlier attempt may have created: each resource labgov creates carries the
-request's marker in its name (`labgov-r<id>-…`) and, for pods, `LABGOV_REQUEST=<id>` in its env.
+then written in one. Creating a pod is not idempotent on Runpod's side, so an attempt whose
+outcome is unknown (a timeout, an unreadable answer, a worker that died) is followed by one
+that looks for what it may have created. Nothing else is ever adopted: each attempt names what
+it creates with a random token of its own (`labgov-r<id>-<token>-…`, see
+`ProvisioningRequest.marker`), written before Runpod is called; a retry of an unknown outcome
+adopts a pod only if it carries that token, was created after the attempt began, and has the
+request's GPU type and count, image and disks (a network volume: the token, the size and data
+center, and no sign that it existed before). What labgov adopts or creates is paid by the
+request's allocation from its creation on, never before.
 """
 
 import datetime as dt
 import logging
+import secrets
 from collections.abc import Callable
 
 from django.conf import settings
@@ -17,6 +24,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from labgov.core.errors import DomainError
+from labgov.core.periods import hour_floor
 from labgov.provisioning.models import DeploymentModel, ProvisioningRequest
 from labgov.provisioning.selectors import runpod_account_for_lab, runpod_accounts_for_lab
 from labgov.provisioning.services.commitments import (
@@ -27,21 +35,34 @@ from labgov.provisioning.services.commitments import (
 )
 from labgov.provisioning.services.events import record
 from labgov.provisioning.services.requests import _require, _require_reviewer, _save
-from labgov.runpod.attribution import BEGINNING
 from labgov.runpod.errors import (
     RunpodAuthError,
+    RunpodConflict,
     RunpodError,
     RunpodInsufficientBalance,
+    RunpodNotFound,
     RunpodRequestInvalid,
     RunpodUnavailable,
 )
 from labgov.runpod.inventory import _pod_fields, _volume_fields
 from labgov.runpod.models import Assignment, Resource, ResourceKind, RunpodAccount
 from labgov.runpod.services import resource_assign
+from labgov.usage.periods import closed_until
 
 log = logging.getLogger(__name__)
 S = ProvisioningRequest.State
 WORKSPACE = "/workspace"
+# Runpod's clock and ours may disagree a little (and it reports whole seconds). The slack
+# cannot let in anything prepared ahead: the token it would need exists only from the attempt.
+CLOCK_SLACK = dt.timedelta(minutes=5)
+# Answers after which Runpod surely created nothing; after any other failure it may have.
+KNOWN_REFUSALS = (
+    RunpodAuthError,
+    RunpodConflict,
+    RunpodInsufficientBalance,
+    RunpodNotFound,
+    RunpodRequestInvalid,
+)
 
 
 def provisioning_start(*, actor, req: ProvisioningRequest) -> None:
@@ -143,7 +164,9 @@ def pod_body(req: ProvisioningRequest, *, network_volume_id: str | None) -> dict
         "cloud": req.cloud,
         "gpu": {"id": req.gpu_type_id, "count": req.gpu_count},
         "disk": max(1, req.container_disk_gb),
-        "env": {"LABGOV_ALLOCATION": str(req.allocation_id), "LABGOV_REQUEST": str(req.pk)},
+        # For people looking at Runpod's console. The allocation's tag is not written here:
+        # every member of the Runpod team can read a pod's environment.
+        "env": {"LABGOV_REQUEST": str(req.pk)},
     }
     if network_volume_id:
         body["mounts"] = {"network": [{"volumeId": network_volume_id, "path": WORKSPACE}]}
@@ -154,24 +177,85 @@ def pod_body(req: ProvisioningRequest, *, network_volume_id: str | None) -> dict
     return body
 
 
-def _find_pod(pods, req: ProvisioningRequest):
+def _attempt_begin(req: ProvisioningRequest) -> bool:
+    """Start an attempt; True when it retries one whose outcome is unknown (and so may adopt
+    what that one created). A fresh attempt gets a new token, saved before Runpod is called."""
+    if req.provision_outcome_unknown and req.provision_token and req.provision_started_at:
+        return True
+    req.provision_token = secrets.token_hex(8)
+    req.provision_started_at = timezone.now()
+    req.provision_outcome_unknown = True
+    ProvisioningRequest.objects.filter(pk=req.pk).update(
+        provision_token=req.provision_token,
+        provision_started_at=req.provision_started_at,
+        provision_outcome_unknown=True,
+    )
+    return False
+
+
+def _created_in_attempt(moment: dt.datetime | None, req: ProvisioningRequest) -> bool:
+    return moment is not None and moment >= req.provision_started_at - CLOCK_SLACK
+
+
+def adoptable_pod(pods, req: ProvisioningRequest, volume):
+    """The pod the unknown attempt created, if Runpod holds one: carrying the attempt's token,
+    created after the attempt began, and configured as the request asks."""
     for pod in pods:
-        if (pod.env or {}).get("LABGOV_REQUEST") == str(req.pk) or pod.name.startswith(req.marker):
+        if (
+            pod.name.startswith(req.marker)
+            and _created_in_attempt(pod.created_at, req)
+            and pod.gpu_type_id == req.gpu_type_id
+            and pod.gpu_count == req.gpu_count
+            and pod.image == req.image
+            and pod.container_disk_gb == max(1, req.container_disk_gb)
+            and pod.volume_disk_gb == (0 if volume else req.volume_disk_gb)
+            and (pod.network_volume_id or None) == (volume.id if volume else None)
+        ):
             return pod
     return None
 
 
-def _on_runpod(client, req: ProvisioningRequest):
-    """Find or create the request's network volume (when asked for) and pod."""
+def adoptable_volume(volumes, req: ProvisioningRequest, account):
+    """The network volume the unknown attempt created, if Runpod holds one. Runpod reports no
+    creation time for volumes: one labgov saw before the attempt began is not it."""
+    name = f"{req.marker}volume"
+    candidates = [
+        v
+        for v in volumes
+        if v.name == name
+        and v.size_gb == req.network_volume_gb
+        and (not req.data_center_id or v.data_center_id == req.data_center_id)
+    ]
+    if not candidates:
+        return None
+    seen_before = set(
+        Resource.objects.filter(
+            account=account,
+            kind=ResourceKind.NETWORK_VOLUME,
+            runpod_id__in=[v.id for v in candidates],
+            first_seen_at__lt=req.provision_started_at - CLOCK_SLACK,
+        ).values_list("runpod_id", flat=True)
+    )
+    return next((v for v in candidates if v.id not in seen_before), None)
+
+
+def _on_runpod(client, req: ProvisioningRequest, *, account, adopt: bool, created: list):
+    """Create the request's network volume (when asked for) and pod, or, retrying an attempt
+    whose outcome is unknown, adopt what it created. `created` collects what this call made."""
     volume = None
     if req.network_volume_gb:
-        name = f"{req.marker}volume"
-        volume = next((v for v in client.list_network_volumes() if v.name == name), None)
+        if adopt:
+            volume = adoptable_volume(client.list_network_volumes(), req, account)
         if volume is None:
             volume = client.create_network_volume(
-                {"name": name, "size": req.network_volume_gb, "dataCenter": req.data_center_id}
+                {
+                    "name": f"{req.marker}volume",
+                    "size": req.network_volume_gb,
+                    "dataCenter": req.data_center_id,
+                }
             )
-    pod = _find_pod(client.list_pods(), req)
+            created.append(volume)
+    pod = adoptable_pod(client.list_pods(), req, volume) if adopt else None
     if pod is None:
         pod = client.create_pod(pod_body(req, network_volume_id=volume.id if volume else None))
     return pod, volume
@@ -181,7 +265,7 @@ def provisioning_run(
     *, request_id: int, client_factory: Callable | None = None
 ) -> ProvisioningRequest:
     """Create the request's resources on Runpod (the task's body). Safe to run twice: only
-    one worker holds the claim, and a second attempt finds what the first created."""
+    one worker holds the claim, and a retry after an unknown outcome finds what was created."""
     from labgov.runpod.services import client_for_account
 
     client_factory = client_factory or client_for_account
@@ -194,20 +278,35 @@ def provisioning_run(
             request_id=request_id,
             message=f"No Runpod account is connected for {req.lab}: an institution admin must "
             "connect one, then retry.",
+            outcome_unknown=req.provision_outcome_unknown,
         )
+    adopt = _attempt_begin(req)
+    created: list = []
     try:
         with client_factory(account) as client:
-            pod, volume = _on_runpod(client, req)
+            pod, volume = _on_runpod(client, req, account=account, adopt=adopt, created=created)
     except RunpodError as exc:
         log.warning("provisioning request %s failed: %s", request_id, exc.message)
-        return provisioning_fail(request_id=request_id, message=explain(exc), account=account)
+        return provisioning_fail(
+            request_id=request_id,
+            message=explain(exc),
+            account=account,
+            # A volume this attempt created stays its own: the retry mounts it.
+            outcome_unknown=not isinstance(exc, KNOWN_REFUSALS) or bool(created),
+        )
     return provisioning_succeed(request_id=request_id, account=account, pod=pod, volume=volume)
 
 
 @transaction.atomic
 def provisioning_fail(
-    *, request_id: int, message: str, account: RunpodAccount | None = None
+    *,
+    request_id: int,
+    message: str,
+    account: RunpodAccount | None = None,
+    outcome_unknown: bool = False,
 ) -> ProvisioningRequest:
+    """The attempt failed. `outcome_unknown`: Runpod may hold what it created, so the next
+    attempt keeps its token and looks for it; otherwise the next one starts afresh."""
     req = ProvisioningRequest.objects.get(pk=request_id)
     lock_allocation(req.allocation_id)
     req = lock_request(request_id)
@@ -220,6 +319,7 @@ def provisioning_fail(
         last_error=message,
         runpod_account=account or req.runpod_account,
         provision_claimed_until=None,
+        provision_outcome_unknown=outcome_unknown,
     )
     record(actor=None, req=req, event="fail", before_state=S.PROVISIONING, body=message)
     return req
@@ -242,18 +342,25 @@ def _resource_upsert(account, kind: str, runpod_id: str, fields: dict) -> Resour
     return resource
 
 
-def _attribute(req: ProvisioningRequest, resource: Resource) -> None:
-    """Pay the resource from the request's allocation, from its first second. A resource the
-    sync already attributed to the same allocation (by its LABGOV_ALLOCATION env) is left."""
+def _attribute(req: ProvisioningRequest, resource: Resource, *, since: dt.datetime) -> None:
+    """Pay the resource from the request's allocation from `since` (the hour it was created
+    in), never inside a closed period and never before its current assignment. A resource
+    already paid by the same allocation is left as it is."""
     req.resources.add(resource)
     latest = Assignment.objects.filter(resource=resource).order_by("-starts_at", "-id").first()
     if latest is not None and latest.allocation_id == req.allocation_id:
         return
+    starts_at = since
+    closed = closed_until(resource.account.institution_id)
+    if closed is not None and starts_at < closed:
+        starts_at = closed
+    if latest is not None and starts_at < latest.starts_at:
+        starts_at = latest.starts_at
     resource_assign(
         actor=None,
         resource=resource,
         allocation=req.allocation,
-        starts_at=BEGINNING if latest is None else None,
+        starts_at=starts_at,
         source=Assignment.Source.PROVISIONED,
         note=f"Provisioned by labgov for request #{req.pk}",
     )
@@ -266,14 +373,21 @@ def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> Provi
     req = lock_request(request_id)
     if req.state != S.PROVISIONING:
         return req
+    # Runpod reports no creation time for volumes; this attempt made (or adopted) it.
+    attempt_hour = hour_floor(req.provision_started_at or timezone.now())
     if volume is not None:
         _attribute(
             req,
             _resource_upsert(
                 account, ResourceKind.NETWORK_VOLUME, volume.id, _volume_fields(volume)
             ),
+            since=attempt_hour,
         )
-    _attribute(req, _resource_upsert(account, ResourceKind.POD, pod.id, _pod_fields(pod)))
+    _attribute(
+        req,
+        _resource_upsert(account, ResourceKind.POD, pod.id, _pod_fields(pod)),
+        since=hour_floor(pod.created_at) if pod.created_at else attempt_hour,
+    )
     _save(
         req,
         state=S.PROVISIONED,
@@ -281,6 +395,7 @@ def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> Provi
         runpod_id=pod.id,
         provisioned_at=timezone.now(),
         provision_claimed_until=None,
+        provision_outcome_unknown=False,
         last_error="",
     )
     record(
@@ -289,9 +404,23 @@ def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> Provi
         event="provisioned",
         before_state=S.PROVISIONING,
         body=f"Pod {pod.name} ({pod.id}) was created on Runpod and is paid by "
-        f"{req.allocation} from its first second.",
+        f"{req.allocation} from its creation on.",
     )
     return req
+
+
+def _require_unclaimed(resource: Resource, req: ProvisioningRequest) -> None:
+    """Marking a request provisioned never takes a resource from the allocation paying it."""
+    paying = resource.current_allocation
+    if paying is None or paying.pk == req.allocation_id:
+        return
+    lab = paying.funding_source.lab
+    raise DomainError(
+        f"{resource.get_kind_display()} {resource.runpod_id} is already paid by another "
+        f"allocation (of {lab}). Only an institution admin or a lab admin of {lab} can "
+        "reassign it.",
+        field="runpod_id",
+    )
 
 
 MANUAL_KINDS = {
@@ -318,9 +447,13 @@ def request_mark_provisioned(
         raise DomainError("labgov creates pods itself; only endpoints and clusters are marked.")
     if not runpod_accounts_for_lab(req.lab).filter(pk=account.pk).exists():
         raise DomainError("That Runpod account does not serve this lab.", field="account")
-    resource = Resource.objects.filter(account=account, kind=kind, runpod_id=runpod_id).first()
+    resource = (
+        Resource.objects.filter(account=account, kind=kind, runpod_id=runpod_id)
+        .select_related("current_allocation__funding_source__lab")
+        .first()
+    )
+    now = timezone.now()
     if resource is None:
-        now = timezone.now()
         resource = Resource.objects.create(
             account=account,
             kind=kind,
@@ -329,7 +462,12 @@ def request_mark_provisioned(
             first_seen_at=now,
             status_changed_at=now,
         )
-    _attribute(req, resource)
+    _require_unclaimed(resource, req)
+    # Its spend before the approval (or its creation, when later) is not the request's.
+    since = hour_floor(req.decided_at or now)
+    if resource.created_at_runpod is not None and resource.created_at_runpod > since:
+        since = hour_floor(resource.created_at_runpod)
+    _attribute(req, resource, since=since)
     before = req.state
     _save(
         req,
