@@ -105,6 +105,22 @@ def _link(url: str) -> str:
     return f"{settings.LABGOV_BASE_URL}{url}" if url else ""
 
 
+def _one_line(text: str) -> str:
+    # A subject is a mail header: a line break in it (a request titled "a\r\nBcc: x") would
+    # make Django refuse the whole email, so every kind of line break becomes a space.
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _send_email(*, subject: str, body: str, to: str) -> None:
+    """Every email labgov sends is built here."""
+    send_mail(
+        subject=f"[labgov] {_one_line(subject)}",
+        message=body,
+        from_email=None,
+        recipient_list=[to],
+    )
+
+
 def _claim_token() -> str:
     return uuid.uuid4().hex
 
@@ -138,12 +154,7 @@ def notification_email_send(*, notification_id: int) -> bool:
     link = _link(notification.url)
     body = notification.body + (f"\n\n{link}" if link else "")
     try:
-        send_mail(
-            subject=f"[labgov] {notification.subject}",
-            message=body,
-            from_email=None,
-            recipient_list=[notification.recipient.email],
-        )
+        _send_email(subject=notification.subject, body=body, to=notification.recipient.email)
     except Exception:
         _release(token)
         raise
@@ -203,9 +214,9 @@ def digest_send(*, recipient_id: int) -> int:
     )
     count = len(rows)
     try:
-        send_mail(
-            subject=f"[labgov] Your daily digest: {count} notification{'s' if count > 1 else ''}",
-            message=render_to_string(
+        _send_email(
+            subject=f"Your daily digest: {count} notification{'s' if count > 1 else ''}",
+            body=render_to_string(
                 "notifications/digest_email.txt",
                 {
                     "recipient": recipient,
@@ -214,8 +225,7 @@ def digest_send(*, recipient_id: int) -> int:
                     "settings_link": _link(reverse("notifications:settings")),
                 },
             ),
-            from_email=None,
-            recipient_list=[recipient.email],
+            to=recipient.email,
         )
     except Exception:
         _release(token)
