@@ -1,6 +1,7 @@
 """labgov settings: one module, driven by environment variables (see README, "Configuration")."""
 
 import base64
+import datetime as dt
 import hashlib
 from pathlib import Path
 
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "axes",
     "django_htmx",
     "template_partials",
     "labgov.core",
@@ -70,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "labgov.urls"
@@ -117,6 +120,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses logins while locked out
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -151,6 +158,19 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+
+# Login throttling (django-axes; see README, "Configuration"): after this many wrong
+# passwords for one username from one client address, that pair is locked out for the cool-off
+# (counted by username and address together, so a stranger cannot lock someone out of their
+# own account; nginx also rate-limits the login paths per address).
+AXES_FAILURE_LIMIT = env_int("LABGOV_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("LABGOV_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "labgov.core.client_ip.client_ip"
+# Proxies whose X-Forwarded-For is believed (addresses or networks): nginx on this machine.
+LABGOV_TRUSTED_PROXIES = env_list("LABGOV_TRUSTED_PROXIES", ["127.0.0.1", "::1"])
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
