@@ -224,7 +224,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}},
+    # axes: failed logins and lockouts are warnings; its start banner and successes are not.
+    "loggers": {"httpx": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # Runpod sync (see README, "Configuration").

@@ -485,8 +485,14 @@ def _post(webhook: LabWebhook, payload: dict) -> httpx.Response:
 
 
 def _network_error(webhook: LabWebhook, exc: Exception) -> str:
-    # httpx's messages do not carry the URL, but make sure the secret part never leaks.
-    detail = str(exc).replace(decrypt(webhook.url_encrypted), webhook.url_host)
+    # httpx's messages do not carry the URL, but make sure the secret part never leaks, also
+    # from the URL rewritten to the checked address.
+    url = decrypt(webhook.url_encrypted)
+    parts = urlsplit(url)
+    secret = parts.path + (f"?{parts.query}" if parts.query else "")
+    detail = str(exc).replace(url, webhook.url_host)
+    if len(secret) > 1:
+        detail = detail.replace(secret, "/…")
     return f"Could not reach {webhook.url_host}: {type(exc).__name__}" + (
         f" ({detail})" if detail else ""
     )

@@ -195,3 +195,21 @@ def test_https_post_to_the_checked_address_verifies_the_hosts_certificate(
         assert not ok and "CERTIFICATE_VERIFY_FAILED" in message
     finally:
         receiver.close()
+
+
+def test_an_error_naming_the_rewritten_url_does_not_leak_its_path(
+    world, no_allowed_hosts, fake_dns, monkeypatch
+):
+    import httpx
+
+    fake_dns.table["hooks.example"] = [PUBLIC]
+    webhook = webhook_save(
+        actor=world.lab_admin, lab=world.lab, url="https://hooks.example/services/T/B/secretXYZ9"
+    )
+
+    def post(self, url, **kwargs):
+        raise httpx.ConnectError(f"failed to connect to {url}")
+
+    monkeypatch.setattr(httpx.Client, "post", post)
+    ok, message = webhook_send_test(actor=world.lab_admin, webhook=webhook)
+    assert not ok and "secretXYZ9" not in message and PUBLIC in message
