@@ -72,3 +72,30 @@ def redacted_env(env: dict[str, str]) -> dict[str, str]:
         else redact_value(str(value))
         for name, value in env.items()
     }
+
+
+def stored_env_redact(batch_size: int = 500) -> int:
+    """Redact the environments stored before these rules existed (the sync rewrites those of
+    resources it still lists; gone ones would keep theirs). Not audited: it changes no
+    governance state, only withholds secrets. Returns how many resources changed."""
+    from django.db import transaction
+
+    from labgov.runpod.models import Resource
+
+    changed = 0
+    rows = Resource.objects.exclude(env={}).only("pk", "env").order_by("pk")
+    last_pk = 0
+    while True:
+        batch = list(rows.filter(pk__gt=last_pk)[:batch_size])
+        if not batch:
+            return changed
+        last_pk = batch[-1].pk
+        dirty = []
+        for resource in batch:
+            clean = redacted_env(resource.env or {})
+            if clean != resource.env:
+                resource.env = clean
+                dirty.append(resource)
+        with transaction.atomic():
+            Resource.objects.bulk_update(dirty, ["env"])
+        changed += len(dirty)

@@ -97,3 +97,16 @@ def test_a_synced_pod_stores_no_credential(world, sim, sim_account, fast_clients
         "OPENAI_CONFIG": REDACTED,
         "LABGOV_ALLOCATION": str(world.allocation.pk),
     }
+
+
+def test_environments_stored_before_are_redacted_by_the_command(db):
+    from django.core.management import call_command
+
+    from tests.factories import ResourceFactory
+
+    leaky = ResourceFactory(env={"DATABASE_URL": "postgres://app:hunter2pass@db/x", "A": "1"})
+    clean = ResourceFactory(env={"MODEL": "llama-3"})
+    call_command("runpod_redact_env")
+    leaky.refresh_from_db(), clean.refresh_from_db()
+    assert leaky.env == {"DATABASE_URL": "postgres://app:[redacted]@db/x", "A": "1"}
+    assert clean.env == {"MODEL": "llama-3"}
