@@ -1,11 +1,13 @@
 """labgov settings: one module, driven by environment variables (see README, "Configuration")."""
 
 import base64
+import datetime as dt
 import hashlib
 from pathlib import Path
 
 import dj_database_url
 from celery.schedules import crontab
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from labgov.env import env_bool, env_decimal, env_int, env_list, env_str
@@ -46,6 +48,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "axes",
+    "csp",
     "django_htmx",
     "template_partials",
     "labgov.core",
@@ -62,6 +66,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -70,6 +75,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "labgov.urls"
@@ -117,6 +123,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses logins while locked out
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -150,7 +160,38 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not 
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts, styles, images and requests from labgov's own
+# origin only. No inline script, no eval, no inline style (templates have no <script> without
+# src other than json_script data, no on…= handlers and no style attributes: tests/core/
+# test_csp.py checks), so an injected tag or attribute cannot run or restyle anything.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 SESSION_COOKIE_HTTPONLY = True
+
+# Login throttling (django-axes; see README, "Configuration"): after this many wrong
+# passwords for one username from one client address, that pair is locked out for the cool-off
+# (counted by username and address together, so a stranger cannot lock someone out of their
+# own account; nginx also rate-limits the login paths per address).
+AXES_FAILURE_LIMIT = env_int("LABGOV_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("LABGOV_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "labgov.core.client_ip.client_ip"
+# Proxies whose X-Forwarded-For is believed (addresses or networks): nginx on this machine.
+LABGOV_TRUSTED_PROXIES = env_list("LABGOV_TRUSTED_PROXIES", ["127.0.0.1", "::1"])
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -183,7 +224,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}},
+    # axes: failed logins and lockouts are warnings; its start banner and successes are not.
+    "loggers": {"httpx": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # Runpod sync (see README, "Configuration").

@@ -1,7 +1,6 @@
 """Dashboard tables: one description renders as HTML (with sort links) and as CSV, so a
 download always holds what the page shows, with the same filters and order."""
 
-import csv
 import datetime as dt
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -10,6 +9,7 @@ from html import escape
 from django.http import HttpResponse, QueryDict
 from django.utils.safestring import mark_safe
 
+from labgov.core.csv_export import csv_download
 from labgov.core.money import to_cents
 from labgov.core.templatetags.labgov import usd
 
@@ -195,9 +195,7 @@ def csv_cell(value, kind: str) -> str:
 
 
 def csv_response(table: Table, filename: str) -> HttpResponse:
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    writer = csv.writer(response)
+    response, writer = csv_download(filename)
     writer.writerow([c.label for c in table.columns])
     for row in table.rows:
         writer.writerow(

@@ -2,6 +2,7 @@ import datetime as dt
 import ipaddress
 import logging
 import socket
+import ssl
 import uuid
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -105,6 +106,22 @@ def _link(url: str) -> str:
     return f"{settings.LABGOV_BASE_URL}{url}" if url else ""
 
 
+def _one_line(text: str) -> str:
+    # A subject is a mail header: a line break in it (a request titled "a\r\nBcc: x") would
+    # make Django refuse the whole email, so every kind of line break becomes a space.
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _send_email(*, subject: str, body: str, to: str) -> None:
+    """Every email labgov sends is built here."""
+    send_mail(
+        subject=f"[labgov] {_one_line(subject)}",
+        message=body,
+        from_email=None,
+        recipient_list=[to],
+    )
+
+
 def _claim_token() -> str:
     return uuid.uuid4().hex
 
@@ -138,12 +155,7 @@ def notification_email_send(*, notification_id: int) -> bool:
     link = _link(notification.url)
     body = notification.body + (f"\n\n{link}" if link else "")
     try:
-        send_mail(
-            subject=f"[labgov] {notification.subject}",
-            message=body,
-            from_email=None,
-            recipient_list=[notification.recipient.email],
-        )
+        _send_email(subject=notification.subject, body=body, to=notification.recipient.email)
     except Exception:
         _release(token)
         raise
@@ -203,9 +215,9 @@ def digest_send(*, recipient_id: int) -> int:
     )
     count = len(rows)
     try:
-        send_mail(
-            subject=f"[labgov] Your daily digest: {count} notification{'s' if count > 1 else ''}",
-            message=render_to_string(
+        _send_email(
+            subject=f"Your daily digest: {count} notification{'s' if count > 1 else ''}",
+            body=render_to_string(
                 "notifications/digest_email.txt",
                 {
                     "recipient": recipient,
@@ -214,8 +226,7 @@ def digest_send(*, recipient_id: int) -> int:
                     "settings_link": _link(reverse("notifications:settings")),
                 },
             ),
-            from_email=None,
-            recipient_list=[recipient.email],
+            to=recipient.email,
         )
     except Exception:
         _release(token)
@@ -262,26 +273,72 @@ class WebhookTransientError(Exception):
 
 
 class WebhookAddressRefused(Exception):
-    """The webhook's host is on a private network: labgov does not post there."""
+    """The webhook's host is on a private network, or cannot be resolved: labgov does not
+    post there."""
 
 
-def _refuse_private_address(host: str) -> None:
-    """A lab admin must not be able to make labgov post into its own network: a webhook host
-    that resolves to a loopback, private, link-local or otherwise non-public address is
-    refused, unless it is named in LABGOV_WEBHOOK_HTTP_HOSTS (a local test receiver). Checked
-    when the webhook is saved and again before every post (the name may resolve elsewhere)."""
-    if host in settings.LABGOV_WEBHOOK_HTTP_HOSTS:
-        return
+class WebhookHostUnresolvable(WebhookAddressRefused):
+    """The webhook's host name does not resolve (now: a delivery retries later)."""
+
+
+# NAT64 prefixes (RFC 6052's well-known one and RFC 8215's local-use one): the last 32 bits
+# are the IPv4 address the gateway connects to.
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to: IPv4-mapped ::ffff:a.b.c.d,
+    IPv4-compatible ::a.b.c.d, NAT64, 6to4 (2002::/16) and Teredo (server and client)."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    found = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip in _IPV4_COMPATIBLE or any(ip in net for net in _NAT64):
+        found.append(low32)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    return found
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if not ip.is_global:
+        return False
+    if ip.version == 6:
+        return all(inner.is_global for inner in _embedded_ipv4(ip))
+    return True
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to now (tests replace socket.getaddrinfo)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0].split("%")[0] for info in infos))
+
+
+def _checked_address(host: str, port: int) -> str:
+    """Resolve `host` once and return the address to connect to, so the name cannot point
+    elsewhere between the check and the connection (DNS rebinding). A lab admin must not be
+    able to make labgov post into its own network: a host that does not resolve, or that
+    resolves to any loopback, private, link-local or otherwise non-public address (IPv6 forms
+    judged by the IPv4 address inside them) is refused, unless it is named in
+    LABGOV_WEBHOOK_HTTP_HOSTS (a local test receiver). Checked when the webhook is saved and
+    again before every post."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except (socket.gaierror, UnicodeError):
-        return  # not resolvable now: the post itself fails, and says so
-    for address in sorted(addresses):
-        ip = ipaddress.ip_address(address.split("%")[0])
-        if not ip.is_global:
-            raise WebhookAddressRefused(
-                f"{host} is a private address ({ip}); labgov posts only to public hosts."
-            )
+        addresses = _resolve(host, port)
+    except (OSError, UnicodeError):
+        addresses = []
+    if not addresses:
+        raise WebhookHostUnresolvable(f"{host} could not be resolved; check the webhook's URL.")
+    if host not in settings.LABGOV_WEBHOOK_HTTP_HOSTS:
+        for address in addresses:
+            ip = ipaddress.ip_address(address)
+            if not _is_public(ip):
+                raise WebhookAddressRefused(
+                    f"{host} is a private address ({ip}); labgov posts only to public hosts."
+                )
+    return addresses[0]
 
 
 def _clean_webhook_url(url: str) -> tuple[str, str]:
@@ -302,7 +359,7 @@ def _clean_webhook_url(url: str) -> tuple[str, str]:
     if parts.scheme == "http" and host not in settings.LABGOV_WEBHOOK_HTTP_HOSTS:
         raise DomainError("The webhook URL must use https://.", field="url")
     try:
-        _refuse_private_address(host)
+        _checked_address(host, parts.port or (443 if parts.scheme == "https" else 80))
     except WebhookAddressRefused as exc:
         raise DomainError(str(exc), field="url") from None
     return url, host
@@ -403,17 +460,39 @@ def _webhook_enqueue(
         transaction.on_commit(lambda: deliver_webhook.delay(delivery.pk), robust=True)
 
 
+def _tls_context() -> ssl.SSLContext | bool:
+    return True  # httpx's default: certifi's roots (tests trust their own CA here)
+
+
 def _post(webhook: LabWebhook, payload: dict) -> httpx.Response:
-    _refuse_private_address(webhook.url_host)
+    """Connect to the address that was checked, not to whatever the name resolves to a moment
+    later: the URL is rewritten to that address, while the Host header and, for https, the TLS
+    server name (SNI, and so the certificate check) keep the host's name. Proxies from the
+    environment are ignored, since a proxy would resolve the name itself."""
+    url = httpx.URL(decrypt(webhook.url_encrypted))
+    host = url.raw_host.decode("ascii")
+    address = _checked_address(host, url.port or (443 if url.scheme == "https" else 80))
     timeout = httpx.Timeout(settings.LABGOV_WEBHOOK_TIMEOUT_SECONDS, connect=5.0)
-    return httpx.post(
-        decrypt(webhook.url_encrypted), json=payload, timeout=timeout, follow_redirects=False
-    )
+    with httpx.Client(
+        timeout=timeout, follow_redirects=False, trust_env=False, verify=_tls_context()
+    ) as client:
+        return client.post(
+            url.copy_with(host=address),
+            json=payload,
+            headers={"Host": url.netloc.decode("ascii")},
+            extensions={"sni_hostname": host} if url.scheme == "https" else {},
+        )
 
 
 def _network_error(webhook: LabWebhook, exc: Exception) -> str:
-    # httpx's messages do not carry the URL, but make sure the secret part never leaks.
-    detail = str(exc).replace(decrypt(webhook.url_encrypted), webhook.url_host)
+    # httpx's messages do not carry the URL, but make sure the secret part never leaks, also
+    # from the URL rewritten to the checked address.
+    url = decrypt(webhook.url_encrypted)
+    parts = urlsplit(url)
+    secret = parts.path + (f"?{parts.query}" if parts.query else "")
+    detail = str(exc).replace(url, webhook.url_host)
+    if len(secret) > 1:
+        detail = detail.replace(secret, "/…")
     return f"Could not reach {webhook.url_host}: {type(exc).__name__}" + (
         f" ({detail})" if detail else ""
     )
@@ -452,6 +531,8 @@ def webhook_deliver(*, delivery_id: int) -> bool:
         return False
     try:
         response = _post(webhook, delivery.payload)
+    except WebhookHostUnresolvable as exc:
+        error, transient = str(exc), True  # DNS may be down for a moment
     except (SecretUnreadable, WebhookAddressRefused) as exc:
         error = str(exc)
     except httpx.HTTPError as exc:

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from labgov.runpod.models import GpuType as GpuTypeRow
 from labgov.runpod.models import Resource, ResourceKind
+from labgov.runpod.redaction import redacted_env
 from labgov.runpod.types import Cluster, Endpoint, GpuType, NetworkVolume, Pod, PodStatus
 
 # Fields the sync owns on Resource; compared to decide whether a row changed.
@@ -30,18 +31,6 @@ SYNCED_FIELDS = (
     "details",
     "created_at_runpod",
 )
-
-
-# Environment variables are kept for attribution rules, but values that look like secrets
-# (a Jupyter password, a Hugging Face token) are never stored.
-SECRET_MARKERS = ("PASS", "SECRET", "TOKEN", "KEY", "CREDENTIAL", "AUTH")
-
-
-def redacted_env(env: dict[str, str]) -> dict[str, str]:
-    return {
-        name: "[redacted]" if any(m in name.upper() for m in SECRET_MARKERS) else value
-        for name, value in env.items()
-    }
 
 
 def _pod_fields(pod: Pod) -> dict:

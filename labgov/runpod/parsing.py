@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from labgov.runpod.errors import RunpodBadResponse
+from labgov.runpod.redaction import redacted_env
 from labgov.runpod.types import (
     AccountBalance,
     AccountBillingRecord,
@@ -246,7 +247,7 @@ def parse_pod(data: Any, where: str = "") -> Pod:
         status=f.text("status"),
         cost_per_hr_usd=f.amount("cost"),
         image=f.text("image"),
-        env=f.text_map("env"),
+        env=redacted_env(f.text_map("env")),
         container_disk_gb=f.integer("disk"),
         volume_disk_gb=persistent.integer("size") if persistent is not None else 0,
         network_volume_id=network_volume_id,
@@ -306,7 +307,7 @@ def parse_endpoints(data: Any) -> list[Endpoint]:
                 workers_max=workers.integer("max"),
                 network_volume_ids=f.text_list("networkVolumes"),
                 data_center_ids=f.text_list("dataCenterIds"),
-                env=f.text_map("env", required=False),
+                env=redacted_env(f.text_map("env", required=False)),
                 created_at=f.optional_time("createdAt", required=True),
                 gpu_pool_ids=gpu.text_list("pools") if gpu is not None else [],
                 excluded_gpu_type_ids=(

@@ -9,11 +9,11 @@ from labgov.notifications.services import notification_email_send, notify
 from tests.factories import UserFactory
 
 
-def _notify(users, key="k1", **kw):
+def _notify(users, key="k1", subject="Request #1 approved", **kw):
     return notify(
         recipients=users,
         kind="test",
-        subject="Request #1 approved",
+        subject=subject,
         body="It is approved.",
         url="/provisioning/1/",
         dedupe_key=key,
@@ -132,3 +132,19 @@ def test_list_query_count_is_flat(world, client_for, django_assert_num_queries):
         _notify([world.member], key=f"more{i}")
     with django_assert_num_queries(5):
         client.get(reverse("notifications:list"))
+
+
+@pytest.mark.parametrize("title", ["GPU\r\nBcc: victim@example.com", "a\nb", "a\rb", "a\u2028b"])
+def test_a_line_break_in_a_title_does_not_break_its_critical_email(
+    db, title, django_capture_on_commit_callbacks
+):
+    """Found in issue 9: Django refuses a header with CR/LF in it, so the critical email of a
+    request titled that way raised and waited for the digest; now it goes out at once."""
+    a = UserFactory()
+    with django_capture_on_commit_callbacks(execute=True):
+        _notify([a], subject=f"Request #7 could not be created: {title}", severity="critical")
+    (sent,) = mail.outbox
+    assert "\r" not in sent.subject and "\n" not in sent.subject and "\u2028" not in sent.subject
+    assert sent.subject.startswith("[labgov] Request #7 could not be created: ")
+    assert sent.message()["Bcc"] is None
+    assert Notification.objects.get().emailed_at is not None

@@ -194,11 +194,13 @@ def test_bad_urls_are_refused(world, url, message):
     "url",
     ["https://hooks.slack.com/services/T/B/x", "http://localhost:9000/h", "http://127.0.0.1/h"],
 )
-def test_good_urls_are_taken(world, url):
+def test_good_urls_are_taken(world, url, fake_dns):
+    fake_dns.table["hooks.slack.com"] = ["54.161.77.20"]
     assert webhook_save(actor=world.lab_admin, lab=world.lab, url=url).url_host in url
 
 
-def test_plain_http_only_to_the_hosts_allowed_for_it(world, settings):
+def test_plain_http_only_to_the_hosts_allowed_for_it(world, settings, fake_dns):
+    fake_dns.table["hooks.internal.test"] = ["10.0.0.5"]
     settings.LABGOV_WEBHOOK_HTTP_HOSTS = ["hooks.internal.test"]
     hook = webhook_save(actor=world.lab_admin, lab=world.lab, url="http://hooks.internal.test/x")
     assert hook.url_host == "hooks.internal.test"
