@@ -77,6 +77,13 @@ def policy_save(
     if lab is not None and lab.institution_id != institution.pk:
         raise DomainError("The lab belongs to another institution.")
     clean = _validate(values)
+    ceiling = Institution.objects.get(pk=institution.pk).auto_approve_ceiling_usd
+    if clean["auto_approve_under_usd"] > ceiling:
+        raise DomainError(
+            f"The auto-approval amount cannot be above {institution}'s ceiling of "
+            f"${ceiling:,.2f} (set by the institution's admins).",
+            field="auto_approve_under_usd",
+        )
     policy = (
         ProvisioningPolicy.objects.select_for_update()
         .filter(institution=institution, lab=lab)
