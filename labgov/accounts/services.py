@@ -63,6 +63,19 @@ def lab_create(
     return lab
 
 
+def _require_may_grant(actor, *, role: str, institution: Institution, lab: Lab | None) -> None:
+    """Institution roles and lab admins: the institution's admins. Members: also the lab's
+    admins."""
+    from labgov.accounts.access import scope_for
+
+    scope = scope_for(actor)
+    if institution.pk in scope.admin_institutions:
+        return
+    if lab is not None and role == Role.MEMBER and lab.pk in scope.admin_labs:
+        return
+    raise DomainError("You cannot give this role here.", field="role")
+
+
 @transaction.atomic
 def membership_grant(
     *,
@@ -86,6 +99,8 @@ def membership_grant(
     start_date = start_date or timezone.now().date()
     if end_date is not None and end_date < start_date:
         raise DomainError("The end date is before the start date.", field="end_date")
+    if actor is not None:
+        _require_may_grant(actor, role=role, institution=institution, lab=lab)
     if not users_of_institution(institution).filter(pk=user.pk).exists():
         raise DomainError(UNKNOWN_PERSON, field="username")
     if (

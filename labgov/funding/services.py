@@ -86,6 +86,11 @@ def _require_funding_writer(actor, institution_id: int) -> None:
         )
 
 
+def _require_lab_manager(actor, lab_id: int) -> None:
+    if actor is not None and not access.can_manage_lab(actor, lab_id):
+        raise DomainError("Only the lab's admins and the institution's admins allocate.")
+
+
 def _require_not_own_allocation(actor, user) -> None:
     """Giving yourself an allocation (or changing your own) moves money to yourself: another
     lab admin of the lab or an institution admin does it."""
@@ -267,6 +272,7 @@ def allocation_create(
     )
     if locked.status == FundingSource.Status.CLOSED:
         raise DomainError("This funding source is closed.")
+    _require_lab_manager(actor, locked.lab_id)
     _require_not_own_allocation(actor, user)
     _validate_allocation(
         funding_source=locked,
@@ -308,6 +314,7 @@ def allocation_update(*, actor, allocation: Allocation, **changes) -> Allocation
         .select_related("user")
         .get(pk=allocation.pk)
     )
+    _require_lab_manager(actor, funding_source.lab_id)
     _require_not_own_allocation(actor, current.user)
     before = snapshot(current)
     for field, value in changes.items():
