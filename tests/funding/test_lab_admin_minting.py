@@ -264,3 +264,28 @@ def test_proposal_queue_shows_deciders_the_buttons_and_the_proposer_a_wait(world
     assert approve in page and "$20,000.00" in page
     page = client_for(world.lab_admin).get(reverse("funding:proposals")).content.decode()
     assert approve not in page and "Waiting for finance" in page
+
+
+def test_proposal_queue_queries_do_not_grow_with_proposals(world, client_for):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(world.finance)
+
+    def queries_with(n):
+        for i in range(n):
+            values = {
+                **proposal_values_from(world.funding_source),
+                "amount_usd": D(20000 + i),
+            }
+            funding_proposal_create(
+                actor=world.lab_admin,
+                lab=world.lab,
+                funding_source=world.funding_source,
+                values=values,
+            )
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(reverse("funding:proposals")).status_code == 200
+        return len(captured)
+
+    assert queries_with(2) == queries_with(8)

@@ -15,7 +15,8 @@ from labgov.accounts.services import membership_end
 from labgov.core.errors import DomainError
 from labgov.funding.models import Allocation
 from labgov.provisioning.models import ProvisioningRequest
-from labgov.provisioning.services import request_approve, request_submit
+from labgov.provisioning.services import provisioning_retry, request_approve, request_submit
+from labgov.provisioning.services.provision import provisioning_fail
 
 S = ProvisioningRequest.State
 
@@ -73,3 +74,14 @@ def test_an_ended_members_allocation_and_requests_stay_readable(world, submitted
     for reader in (world.lab_admin, world.finance, world.member):
         response = client_for(reader).get(reverse("provisioning:detail", args=[req.pk]))
         assert response.status_code == 200
+
+
+def test_a_failed_request_of_an_ended_member_cannot_be_retried(world, submitted):
+    req = request_approve(actor=world.lab_admin, req=submitted())
+    req = provisioning_fail(request_id=req.pk, message="402")
+    end_yesterday(world, world.member)
+    for who in (world.member, world.lab_admin):
+        with pytest.raises(DomainError, match="membership of this lab has ended"):
+            provisioning_retry(actor=who, req=req)
+    req.refresh_from_db()
+    assert req.state == S.FAILED

@@ -101,7 +101,7 @@ def _require_current_member(user_id: int, lab_id: int, *, requester=None) -> Non
     if requester is None:
         raise DomainError("Your membership of this lab has ended: you cannot request capacity.")
     raise DomainError(
-        f"{requester}'s membership of this lab has ended: their request cannot be approved."
+        f"{requester}'s membership of this lab has ended: their request cannot go ahead."
     )
 
 
