@@ -289,3 +289,15 @@ def test_proposal_queue_queries_do_not_grow_with_proposals(world, client_for):
         return len(captured)
 
     assert queries_with(2) == queries_with(8)
+
+
+def test_lab_admins_pages_offer_proposals_instead_of_edits(world, client_for):
+    client = client_for(world.lab_admin)
+    fs = world.funding_source
+    page = client.get(reverse("funding:list")).content.decode()
+    assert reverse("funding:proposal_new") in page and reverse("funding:create") not in page
+    page = client.get(reverse("funding:detail", args=[fs.pk])).content.decode()
+    assert reverse("funding:proposal_change", args=[fs.pk]) in page
+    assert reverse("funding:edit", args=[fs.pk]) not in page
+    page = client_for(world.finance).get(reverse("funding:detail", args=[fs.pk])).content.decode()
+    assert reverse("funding:edit", args=[fs.pk]) in page
