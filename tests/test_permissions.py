@@ -28,11 +28,23 @@ GET_PAGES = {
     ),
     "funding create": (
         lambda w: reverse("funding:create"),
-        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 403},
+        {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 403, "outsider": 403},
     ),
     "funding edit": (
         lambda w: reverse("funding:edit", args=[w.funding_source.pk]),
-        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 404, "outsider": 404},
+        {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "funding proposals": (
+        lambda w: reverse("funding:proposals"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},
+    ),
+    "funding proposal new": (
+        lambda w: reverse("funding:proposal_new"),
+        {"inst_admin": 403, "finance": 403, "lab_admin": 200, "member": 403, "outsider": 403},
+    ),
+    "funding proposal change": (
+        lambda w: reverse("funding:proposal_change", args=[w.funding_source.pk]),
+        {"inst_admin": 403, "finance": 403, "lab_admin": 200, "member": 404, "outsider": 404},
     ),
     "allocation new": (
         lambda w: reverse("funding:allocation_new", args=[w.funding_source.pk]),
@@ -82,6 +94,35 @@ def _membership_of(world, user):
     return user.memberships.get()
 
 
+def _proposal(world):
+    from labgov.funding.models import FundingProposal
+
+    fs = world.funding_source
+    return FundingProposal.objects.create(
+        institution=world.institution,
+        lab=world.lab,
+        funding_source=fs,
+        changed_fields=["amount_usd"],
+        kind=fs.kind,
+        name=fs.name,
+        start_date=fs.start_date,
+        end_date=fs.end_date,
+        amount_usd=fs.amount_usd + 1,
+        status=fs.status,
+        proposed_by=world.lab_admin,
+    )
+
+
+_PROPOSAL_DATA = {
+    "kind": "grant",
+    "name": "Proposed",
+    "start_date": "2026-01-01",
+    "end_date": "2026-12-31",
+    "amount_usd": "100",
+    "status": "active",
+}
+
+
 POSTS = {
     # name: (url builder, data builder, {role: expected})
     "funding create": (
@@ -96,7 +137,7 @@ POSTS = {
             "amount_usd": "100",
             "status": "active",
         },
-        {"inst_admin": 302, "finance": 302, "lab_admin": 302, "member": 403, "outsider": 403},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 403, "outsider": 403},
     ),
     "funding edit": (
         lambda w: reverse("funding:edit", args=[w.funding_source.pk]),
@@ -110,7 +151,37 @@ POSTS = {
             "amount_usd": "10000",
             "status": "active",
         },
-        {"inst_admin": 302, "finance": 302, "lab_admin": 302, "member": 404, "outsider": 404},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "funding proposal new": (
+        lambda w: reverse("funding:proposal_new"),
+        lambda w: {**_PROPOSAL_DATA, "lab": w.lab.pk},
+        {"inst_admin": 403, "finance": 403, "lab_admin": 302, "member": 403, "outsider": 403},
+    ),
+    "funding proposal change": (
+        lambda w: reverse("funding:proposal_change", args=[w.funding_source.pk]),
+        lambda w: {
+            **_PROPOSAL_DATA,
+            "start_date": w.funding_source.start_date,
+            "end_date": w.funding_source.end_date,
+            "amount_usd": "20000",
+        },
+        {"inst_admin": 403, "finance": 403, "lab_admin": 302, "member": 404, "outsider": 404},
+    ),
+    "funding proposal approve": (
+        lambda w: reverse("funding:proposal_approve", args=[_proposal(w).pk]),
+        lambda w: {},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "funding proposal reject": (
+        lambda w: reverse("funding:proposal_reject", args=[_proposal(w).pk]),
+        lambda w: {"note": "No award letter"},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "auto-approval ceiling": (
+        lambda w: reverse("accounts:institution_ceiling"),
+        lambda w: {"amount_usd": "500"},
+        {"inst_admin": 302, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 302},
     ),
     "allocation new": (
         lambda w: reverse("funding:allocation_new", args=[w.funding_source.pk]),
@@ -155,7 +226,9 @@ POSTS = {
     "institution appoint": (
         lambda w: reverse("accounts:institution"),
         lambda w: {"username": w.member.username, "role": "finance"},
-        {"inst_admin": 302, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 302},
+        # The outsider's institution is another: Northfield's member is not theirs to appoint
+        # (the form is shown again with one neutral error).
+        {"inst_admin": 302, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 200},
     ),
 }
 

@@ -2,9 +2,12 @@
 
 - Institution admins: everything in their institution.
 - Finance: all money (funding sources, allocations, spend) in their institution, read-only
-  except funding sources and imports.
-- Lab admins: everything of their labs.
+  except funding sources, imports and lab admins' funding proposals.
+- Lab admins: everything of their labs; a funding source's amount, dates and status they only
+  propose (finance or an institution admin approves).
 - Members: their own allocations, requests and resources.
+- A membership that has ended grants nothing from the day after its end date: an ended member
+  still sees their own history, but requests nothing and acts on no pod.
 - Nobody sees another institution. An object outside a person's scope is a 404, so its
   existence is not revealed; one they may see but not change is a 403.
 """
@@ -230,21 +233,62 @@ def spend_institutions(user) -> frozenset[int]:
 
 
 def can_write_funding_source(user, *, lab_id: int, institution_id: int) -> bool:
+    """Create and change funding sources (amounts, dates, status): finance and institution
+    admins. Lab admins propose instead (see can_propose_funding)."""
+    return institution_id in scope_for(user).money_institutions
+
+
+def can_propose_funding(user, lab_id: int) -> bool:
+    return lab_id in scope_for(user).admin_labs
+
+
+def can_decide_funding_proposals(user, institution_id: int) -> bool:
+    return institution_id in scope_for(user).money_institutions
+
+
+def funding_proposals_q(user) -> Q:
+    """Proposals: all of the institution for finance and its admins, their labs' for lab
+    admins."""
     scope = scope_for(user)
-    return institution_id in scope.money_institutions or lab_id in scope.managed_labs
+    return Q(institution_id__in=scope.money_institutions) | Q(lab_id__in=scope.admin_labs)
 
 
 def can_import_grants(user, institution_id: int) -> bool:
     return institution_id in scope_for(user).money_institutions
 
 
+def can_set_auto_approve_ceiling(user, institution_id: int) -> bool:
+    return institution_id in scope_for(user).admin_institutions
+
+
 def writable_labs_for_funding(user):
     from labgov.accounts.models import Lab
 
     scope = scope_for(user)
-    return Lab.objects.filter(
-        Q(institution_id__in=scope.money_institutions) | Q(id__in=scope.managed_labs)
-    ).select_related("institution")
+    return Lab.objects.filter(institution_id__in=scope.money_institutions).select_related(
+        "institution"
+    )
+
+
+def proposable_labs_for_funding(user):
+    from labgov.accounts.models import Lab
+
+    return Lab.objects.filter(id__in=scope_for(user).admin_labs).select_related("institution")
+
+
+def is_active_in_lab(user_id: int | None, lab_id: int | None) -> bool:
+    """Whether the person holds a lab role (member or lab admin) in the lab today. Asked of
+    people other than the one signed in (a requester, a pod's owner), so it reads the
+    database rather than the cached scope."""
+    from labgov.accounts.models import LAB_ROLES
+
+    if user_id is None or lab_id is None:
+        return False
+    return (
+        Membership.objects.active()
+        .filter(user_id=user_id, lab_id=lab_id, role__in=LAB_ROLES)
+        .exists()
+    )
 
 
 def deny_unless(allowed: bool) -> None:
@@ -257,3 +301,16 @@ def get_or_404(queryset, **lookup):
     if obj is None:
         raise Http404
     return obj
+
+
+def is_active_in_institution_lab(user_id: int | None, institution_id: int) -> bool:
+    """Whether the person holds a lab role today in any lab of the institution."""
+    from labgov.accounts.models import LAB_ROLES
+
+    if user_id is None:
+        return False
+    return (
+        Membership.objects.active()
+        .filter(user_id=user_id, institution_id=institution_id, role__in=LAB_ROLES)
+        .exists()
+    )

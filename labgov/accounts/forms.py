@@ -1,6 +1,7 @@
 from django import forms
 
-from labgov.accounts.models import Lab, Role, User
+from labgov.accounts.models import Lab, Role
+from labgov.accounts.services import UNKNOWN_PERSON, users_of_institution
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 
@@ -20,18 +21,34 @@ class MembershipForm(forms.Form):
         help_text="Optional last day of access (a course ends, a student graduates).",
     )
 
-    def __init__(self, *args, roles, **kwargs):
+    def __init__(self, *args, roles, institution, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["role"].choices = [(r.value, r.label) for r in roles]
+        self.institution = institution
 
     def clean_username(self):
         username = self.cleaned_data["username"].strip()
-        user = User.objects.filter(username__iexact=username, is_active=True).first()
+        user = (
+            users_of_institution(self.institution)
+            .filter(username__iexact=username)
+            .order_by("pk")
+            .first()
+        )
         if user is None:
-            raise forms.ValidationError(f"No active user {username!r}.")
+            raise forms.ValidationError(UNKNOWN_PERSON)
         return user
 
 
 LAB_ROLES_FOR_LAB_ADMIN = (Role.MEMBER,)
 LAB_ROLES_FOR_INSTITUTION_ADMIN = (Role.LAB_ADMIN, Role.MEMBER)
 INSTITUTION_ROLE_CHOICES = (Role.INSTITUTION_ADMIN, Role.FINANCE)
+
+
+class AutoApproveCeilingForm(forms.Form):
+    amount_usd = forms.DecimalField(
+        label="Auto-approval ceiling (USD)",
+        min_value=0,
+        max_digits=14,
+        decimal_places=2,
+        help_text="No lab's policy may approve requests on submission at or above this amount.",
+    )

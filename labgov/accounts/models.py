@@ -1,9 +1,12 @@
 import datetime as dt
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+DEFAULT_AUTO_APPROVE_CEILING_USD = Decimal("1000.00")
 
 
 def today_utc() -> dt.date:
@@ -18,7 +21,23 @@ class User(AbstractUser):
 class Institution(models.Model):
     name = models.CharField(max_length=200, unique=True)
     slug = models.SlugField(max_length=60, unique=True)
+    # No lab's policy may approve requests on submission at or above this (the institution
+    # admin's ceiling over every lab admin's auto-approval amount); checked again at approval.
+    auto_approve_ceiling_usd = models.DecimalField(
+        "auto-approval ceiling (USD)",
+        max_digits=14,
+        decimal_places=2,
+        default=DEFAULT_AUTO_APPROVE_CEILING_USD,
+    )
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(auto_approve_ceiling_usd__gte=0),
+                name="institution_auto_approve_ceiling_positive",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

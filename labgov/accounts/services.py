@@ -1,6 +1,8 @@
 import datetime as dt
+from decimal import Decimal
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -9,6 +11,10 @@ from labgov.accounts.models import INSTITUTION_ROLES, Institution, Lab, Membersh
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.core.snapshots import snapshot
+
+# One message whether the account does not exist, is inactive or belongs to another
+# institution, so the form cannot be used to learn who has an account where.
+UNKNOWN_PERSON = "No one with that username can be added here."
 
 
 @transaction.atomic
@@ -57,6 +63,19 @@ def lab_create(
     return lab
 
 
+def _require_may_grant(actor, *, role: str, institution: Institution, lab: Lab | None) -> None:
+    """Institution roles and lab admins: the institution's admins. Members: also the lab's
+    admins."""
+    from labgov.accounts.access import scope_for
+
+    scope = scope_for(actor)
+    if institution.pk in scope.admin_institutions:
+        return
+    if lab is not None and role == Role.MEMBER and lab.pk in scope.admin_labs:
+        return
+    raise DomainError("You cannot give this role here.", field="role")
+
+
 @transaction.atomic
 def membership_grant(
     *,
@@ -80,6 +99,10 @@ def membership_grant(
     start_date = start_date or timezone.now().date()
     if end_date is not None and end_date < start_date:
         raise DomainError("The end date is before the start date.", field="end_date")
+    if actor is not None:
+        _require_may_grant(actor, role=role, institution=institution, lab=lab)
+    if not users_of_institution(institution).filter(pk=user.pk).exists():
+        raise DomainError(UNKNOWN_PERSON, field="username")
     if (
         Membership.objects.active()
         .filter(user=user, role=role, institution=institution, lab=lab)
@@ -123,3 +146,46 @@ def membership_end(*, actor, membership: Membership, end_date: dt.date | None = 
     )
     forget_scope(locked.user)
     return locked
+
+
+@transaction.atomic
+def institution_auto_approve_ceiling_set(
+    *, actor, institution: Institution, amount_usd: Decimal
+) -> Institution:
+    """Set the most any lab's policy may approve on submission. Institution admins only.
+    Lowering it takes effect at once: auto-approval checks it when a request is submitted."""
+    from labgov.accounts.access import can_set_auto_approve_ceiling
+
+    if actor is not None and not can_set_auto_approve_ceiling(actor, institution.pk):
+        raise DomainError("Only the institution's admins set the auto-approval ceiling.")
+    if amount_usd is None or amount_usd < 0:
+        raise DomainError("The ceiling cannot be negative.", field="amount_usd")
+    if amount_usd != amount_usd.quantize(Decimal("0.01")):
+        raise DomainError("The ceiling is in whole cents.", field="amount_usd")
+    if amount_usd >= Decimal("1e12"):
+        raise DomainError("The ceiling is too large.", field="amount_usd")
+    locked = Institution.objects.select_for_update().get(pk=institution.pk)
+    before = snapshot(locked, ["auto_approve_ceiling_usd"])
+    if locked.auto_approve_ceiling_usd == amount_usd:
+        return locked
+    locked.auto_approve_ceiling_usd = amount_usd
+    locked.save(update_fields=["auto_approve_ceiling_usd"])
+    audit_record(
+        actor=actor,
+        action="institution.auto_approve_ceiling",
+        target=locked,
+        institution_id=locked.pk,
+        before=before,
+        after=snapshot(locked, ["auto_approve_ceiling_usd"]),
+    )
+    return locked
+
+
+def users_of_institution(institution: Institution):
+    """The active accounts a lab or institution admin of `institution` may add: anyone who has
+    held a role in it, and new accounts that hold no role anywhere yet. People of other
+    institutions are not among them."""
+    has_any = Membership.objects.filter(user_id=OuterRef("pk"))
+    return User.objects.filter(is_active=True).filter(
+        Q(memberships__institution=institution) | ~Exists(has_any)
+    )

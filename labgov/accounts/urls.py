@@ -9,4 +9,5 @@ urlpatterns = [
     path("labs/<int:pk>/", views.lab_detail, name="lab_detail"),
     path("memberships/<int:pk>/end/", views.membership_end_view, name="membership_end"),
     path("institution/", views.institution_people, name="institution"),
+    path("institution/ceiling/", views.institution_ceiling, name="institution_ceiling"),
 ]

@@ -9,11 +9,17 @@ from labgov.accounts.forms import (
     INSTITUTION_ROLE_CHOICES,
     LAB_ROLES_FOR_INSTITUTION_ADMIN,
     LAB_ROLES_FOR_LAB_ADMIN,
+    AutoApproveCeilingForm,
     LabForm,
     MembershipForm,
 )
 from labgov.accounts.models import Institution, Lab, Membership, Role
-from labgov.accounts.services import lab_create, membership_end, membership_grant
+from labgov.accounts.services import (
+    institution_auto_approve_ceiling_set,
+    lab_create,
+    membership_end,
+    membership_grant,
+)
 from labgov.core.errors import DomainError
 
 
@@ -84,7 +90,11 @@ def lab_detail(request, pk: int):
     lab = _lab_for_user(request.user, pk)
     can_manage = access.can_manage_lab(request.user, lab.pk)
     form = (
-        MembershipForm(request.POST or None, roles=_roles_user_may_grant(request.user, lab))
+        MembershipForm(
+            request.POST or None,
+            roles=_roles_user_may_grant(request.user, lab),
+            institution=lab.institution,
+        )
         if can_manage
         else None
     )
@@ -150,7 +160,9 @@ def institution_people(request):
     institution = (
         Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
     )
-    form = MembershipForm(request.POST or None, roles=INSTITUTION_ROLE_CHOICES)
+    form = MembershipForm(
+        request.POST or None, roles=INSTITUTION_ROLE_CHOICES, institution=institution
+    )
     if request.method == "POST" and form.is_valid():
         try:
             membership_grant(
@@ -174,5 +186,37 @@ def institution_people(request):
     return render(
         request,
         "accounts/institution.html",
-        {"institution": institution, "people": people, "form": form},
+        {
+            "institution": institution,
+            "people": people,
+            "form": form,
+            "ceiling_form": AutoApproveCeilingForm(
+                initial={"amount_usd": institution.auto_approve_ceiling_usd}
+            ),
+        },
     )
+
+
+@login_required
+@require_POST
+def institution_ceiling(request):
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.admin_institutions))
+    institution = (
+        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    )
+    form = AutoApproveCeilingForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect("accounts:institution")
+    try:
+        institution_auto_approve_ceiling_set(
+            actor=request.user, institution=institution, amount_usd=form.cleaned_data["amount_usd"]
+        )
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Auto-approval ceiling saved.")
+    return redirect("accounts:institution")

@@ -139,7 +139,12 @@ def may_act_on_pod(user, alert: Alert, action: str) -> bool:
         return False
     if access.can_manage_alert(user, institution_id=alert.institution_id, lab_id=alert.lab_id):
         return True
-    return alert.owner_id is not None and alert.owner_id == user.pk and action in OWNER_ACTIONS
+    if alert.owner_id is None or alert.owner_id != user.pk or action not in OWNER_ACTIONS:
+        return False
+    # An owner whose membership has ended keeps seeing the alert but no longer runs the pod.
+    if alert.lab_id is not None:
+        return access.is_active_in_lab(user.pk, alert.lab_id)
+    return access.is_active_in_institution_lab(user.pk, alert.institution_id)
 
 
 def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
-from labgov.funding.models import Allocation, FundingSource, LedgerEntry
+from labgov.funding.models import Allocation, FundingProposal, FundingSource, LedgerEntry
 
 
 @admin.register(FundingSource)
@@ -39,3 +39,12 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ["occurred_at", "kind", "amount_usd", "funding_source", "allocation", "memo"]
     list_filter = ["kind"]
     list_select_related = ["funding_source", "allocation"]
+
+
+@admin.register(FundingProposal)
+class FundingProposalAdmin(ReadOnlyAdmin):
+    """Read-only: a proposal is decided on its page, where the proposer cannot decide it."""
+
+    list_display = ["__str__", "lab", "amount_usd", "state", "proposed_by", "decided_by"]
+    list_filter = ["state", "institution"]
+    list_select_related = ["lab", "funding_source", "proposed_by", "decided_by"]

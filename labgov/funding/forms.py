@@ -37,16 +37,18 @@ class AllocationForm(forms.Form):
     start_date = forms.DateField(widget=_DATE)
     end_date = forms.DateField(widget=_DATE, help_text="The last day of the allocation.")
 
-    def __init__(self, *args, funding_source: FundingSource, **kwargs):
+    def __init__(self, *args, funding_source: FundingSource, actor=None, **kwargs):
         super().__init__(*args, **kwargs)
         member_ids = (
             Membership.objects.active()
             .filter(lab_id=funding_source.lab_id, role__in=[Role.MEMBER, Role.LAB_ADMIN])
             .values("user_id")
         )
-        self.fields["user"].queryset = User.objects.filter(pk__in=member_ids).order_by(
-            "last_name", "username"
-        )
+        people = User.objects.filter(pk__in=member_ids)
+        if actor is not None:
+            # Nobody allocates to themselves (funding/services.py says why).
+            people = people.exclude(pk=actor.pk)
+        self.fields["user"].queryset = people.order_by("last_name", "username")
 
 
 class GrantImportForm(forms.Form):
@@ -60,3 +62,51 @@ class GrantImportForm(forms.Form):
         if len(only) == 1:
             self.fields["institution"].initial = only[0].pk
             self.fields["institution"].widget = forms.HiddenInput()
+
+
+class FundingProposalForm(forms.Form):
+    """What a lab admin proposes: a new funding source (with its lab) or a change to one."""
+
+    lab = forms.ModelChoiceField(queryset=None)
+    kind = forms.ChoiceField(choices=FundingSource.Kind.choices)
+    name = forms.CharField(max_length=200)
+    sponsor = forms.CharField(max_length=200, required=False)
+    award_number = forms.CharField(max_length=100, required=False)
+    cost_center = forms.CharField(
+        max_length=200, required=False, label="Cost center / chart-of-accounts string"
+    )
+    start_date = forms.DateField(widget=_DATE)
+    end_date = forms.DateField(widget=_DATE, help_text="The last day of the funding period.")
+    amount_usd = forms.DecimalField(
+        label="Amount (USD)", min_value=0, max_digits=14, decimal_places=2
+    )
+    indirect_cost_rate_percent = forms.DecimalField(
+        label="Indirect-cost rate (%)",
+        required=False,
+        min_value=0,
+        max_value=200,
+        max_digits=5,
+        decimal_places=2,
+    )
+    status = forms.ChoiceField(choices=FundingSource.Status.choices)
+    reason = forms.CharField(
+        max_length=1000,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why: the award letter, the budget line, what changed.",
+    )
+
+    def __init__(self, *args, labs=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if labs is None:
+            del self.fields["lab"]
+        else:
+            self.fields["lab"].queryset = labs
+
+    def values(self) -> dict:
+        skip = {"lab", "reason"}
+        return {k: v for k, v in self.cleaned_data.items() if k not in skip}
+
+
+class ProposalDecisionForm(forms.Form):
+    note = forms.CharField(max_length=1000, required=False)

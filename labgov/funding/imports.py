@@ -13,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.db import transaction
 
+from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.core.errors import DomainError
 from labgov.funding.models import FundingSource
@@ -119,8 +120,14 @@ def _parse_row(raw: dict, line: int, labs: dict[str, Lab]) -> _Row:
 
 
 def grants_import_csv(*, actor, institution: Institution, data: bytes) -> ImportResult:
-    """Validate every row, then import all of them in one transaction, or none."""
+    """Validate every row, then import all of them in one transaction, or none.
+
+    Finance and institution admins only: an import creates and changes amounts, so a lab
+    admin importing would mint their own budget (they propose instead)."""
     result = ImportResult()
+    if actor is not None and not access.can_import_grants(actor, institution.pk):
+        result.errors.append(RowError(0, "Only finance or an institution admin imports grants."))
+        return result
     if len(data) > MAX_BYTES:
         result.errors.append(RowError(0, "The file is larger than 5 MB."))
         return result

@@ -250,3 +250,96 @@ def _ledger_annotations(owner_field: str) -> dict:
         )
 
     return {"committed_usd": total(COMMITTED_KINDS), "spent_usd": total(SPENT_KINDS)}
+
+
+class FundingProposalQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        return self.filter(access.funding_proposals_q(user))
+
+
+class FundingProposal(models.Model):
+    """A lab admin's proposal of a new funding source, or of a change to one of their lab's.
+
+    It changes nothing until finance or an institution admin (never the proposer) approves
+    it; then the funding source is created or changed by the approver, and both names are in
+    the audit log. The proposed values are kept whole; `changed_fields` names the ones a change
+    proposal alters, and only those are applied, so an approval never undoes what finance
+    changed on the source meanwhile.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Waiting for finance"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, related_name="funding_proposals"
+    )
+    lab = models.ForeignKey(
+        "accounts.Lab", on_delete=models.PROTECT, related_name="funding_proposals"
+    )
+    # The source to change; empty for a proposed new source (set once it is approved).
+    funding_source = models.ForeignKey(
+        FundingSource,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="proposals",
+    )
+    is_new_source = models.BooleanField(default=False)
+    changed_fields = models.JSONField(default=list, blank=True)
+    kind = models.CharField(max_length=20, choices=FundingSource.Kind.choices)
+    name = models.CharField(max_length=200)
+    sponsor = models.CharField(max_length=200, blank=True)
+    award_number = models.CharField(max_length=100, blank=True)
+    cost_center = models.CharField(max_length=200, blank=True)
+    start_date = models.DateField()
+    end_date = models.DateField()
+    amount_usd = BudgetField()
+    indirect_cost_rate_percent = models.DecimalField(
+        max_digits=5, decimal_places=2, null=True, blank=True
+    )
+    status = models.CharField(max_length=20, choices=FundingSource.Status.choices)
+    reason = models.CharField(max_length=1000, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    proposed_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.CharField(max_length=1000, blank=True)
+
+    objects = FundingProposalQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("proposed_by")),
+                name="funding_proposal_not_self_decided",
+            ),
+            models.CheckConstraint(
+                condition=Q(state="pending", decided_by__isnull=True)
+                | (~Q(state="pending") & Q(decided_by__isnull=False)),
+                name="funding_proposal_decided_by_someone",
+            ),
+            models.CheckConstraint(
+                condition=Q(is_new_source=True) | Q(funding_source__isnull=False),
+                name="funding_proposal_change_has_source",
+            ),
+            models.CheckConstraint(
+                condition=Q(end_date__gte=F("start_date")),
+                name="funding_proposal_end_after_start",
+            ),
+            models.CheckConstraint(
+                condition=Q(amount_usd__gte=0), name="funding_proposal_amount_positive"
+            ),
+        ]
+        indexes = [models.Index(fields=["institution", "state"])]
+        ordering = ["-proposed_at", "-pk"]
+
+    def __str__(self) -> str:
+        what = "new funding source" if self.is_new_source else f"change to {self.funding_source}"
+        return f"Proposal #{self.pk}: {what}"

@@ -5,6 +5,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.accounts.models import Lab, Membership, Role
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
@@ -73,6 +74,34 @@ def _check_award_number_free(institution_id: int, award_number: str, exclude_pk=
         )
 
 
+def _require_funding_writer(actor, institution_id: int) -> None:
+    """Amounts, dates and status of funding sources are finance's and the institution admins'
+    to set; a lab admin proposes (funding/proposals.py). actor None is the system (the demo
+    seeder, migrations)."""
+    if actor is not None and not access.can_write_funding_source(
+        actor, lab_id=None, institution_id=institution_id
+    ):
+        raise DomainError(
+            "Only finance or an institution admin sets funding sources; propose the change instead."
+        )
+
+
+def _require_lab_manager(actor, lab_id: int) -> None:
+    if actor is not None and not access.can_manage_lab(actor, lab_id):
+        raise DomainError("Only the lab's admins and the institution's admins allocate.")
+
+
+def _require_not_own_allocation(actor, user) -> None:
+    """Giving yourself an allocation (or changing your own) moves money to yourself: another
+    lab admin of the lab or an institution admin does it."""
+    if actor is not None and user is not None and user.pk == actor.pk:
+        raise DomainError(
+            "You cannot give or change an allocation of your own; ask another lab admin or an "
+            "institution admin.",
+            field="user",
+        )
+
+
 def _allocated_total(funding_source: FundingSource, exclude_pk=None) -> Decimal:
     allocations = Allocation.objects.filter(funding_source=funding_source)
     if exclude_pk is not None:
@@ -96,6 +125,7 @@ def funding_source_create(
     indirect_cost_rate_percent: Decimal | None = None,
     status: str = FundingSource.Status.ACTIVE,
 ) -> FundingSource:
+    _require_funding_writer(actor, lab.institution_id)
     award_number = award_number.strip()
     validate_funding_values(
         name=name,
@@ -139,6 +169,7 @@ def funding_source_update(*, actor, funding_source: FundingSource, **changes) ->
     # Lock the row: allocation services lock it too, so the allocation check below cannot
     # race a concurrent allocation.
     locked = FundingSource.objects.select_for_update().get(pk=funding_source.pk)
+    _require_funding_writer(actor, locked.institution_id)
     before = snapshot(locked)
     for field, value in changes.items():
         setattr(locked, field, value.strip() if isinstance(value, str) else value)
@@ -241,6 +272,8 @@ def allocation_create(
     )
     if locked.status == FundingSource.Status.CLOSED:
         raise DomainError("This funding source is closed.")
+    _require_lab_manager(actor, locked.lab_id)
+    _require_not_own_allocation(actor, user)
     _validate_allocation(
         funding_source=locked,
         user=user,
@@ -276,10 +309,17 @@ def allocation_update(*, actor, allocation: Allocation, **changes) -> Allocation
         .select_related("lab")
         .get(pk=allocation.funding_source_id)
     )
-    current = Allocation.objects.select_for_update().get(pk=allocation.pk)
+    current = (
+        Allocation.objects.select_for_update(of=("self",))
+        .select_related("user")
+        .get(pk=allocation.pk)
+    )
+    _require_lab_manager(actor, funding_source.lab_id)
+    _require_not_own_allocation(actor, current.user)
     before = snapshot(current)
     for field, value in changes.items():
         setattr(current, field, value.strip() if isinstance(value, str) else value)
+    _require_not_own_allocation(actor, current.user)
     _validate_allocation(
         funding_source=funding_source,
         user=current.user,

@@ -8,9 +8,21 @@ from django.views.decorators.http import require_http_methods
 from labgov.accounts import access
 from labgov.accounts.models import Institution
 from labgov.core.errors import DomainError
-from labgov.funding.forms import AllocationForm, FundingSourceForm, GrantImportForm
+from labgov.funding.forms import (
+    AllocationForm,
+    FundingProposalForm,
+    FundingSourceForm,
+    GrantImportForm,
+    ProposalDecisionForm,
+)
 from labgov.funding.imports import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, grants_import_csv
-from labgov.funding.models import Allocation, FundingSource
+from labgov.funding.models import Allocation, FundingProposal, FundingSource
+from labgov.funding.proposals import (
+    funding_proposal_approve,
+    funding_proposal_create,
+    funding_proposal_reject,
+    proposal_values_from,
+)
 from labgov.funding.selectors import (
     funding_source_for_user,
     funding_source_list_for_user,
@@ -60,6 +72,7 @@ def funding_list(request):
         "sort": sort,
         "statuses": FundingSource.Status.choices,
         "can_create": access.writable_labs_for_funding(request.user).exists(),
+        "can_propose": bool(access.scope_for(request.user).admin_labs),
         "can_import": bool(access.scope_for(request.user).money_institutions),
     }
     template = "funding/list.html#table" if request.htmx else "funding/list.html"
@@ -85,6 +98,7 @@ def funding_detail(request, pk: int):
             "fs": funding_source,
             "allocations": allocations,
             "can_write": can_write,
+            "can_propose": access.can_propose_funding(request.user, funding_source.lab_id),
             "can_allocate": access.can_manage_lab(request.user, funding_source.lab_id),
         },
     )
@@ -141,6 +155,7 @@ def allocation_new(request, pk: int):
     form = AllocationForm(
         request.POST or None,
         funding_source=funding_source,
+        actor=request.user,
         initial={"start_date": funding_source.start_date, "end_date": funding_source.end_date},
     )
     if request.method == "POST" and form.is_valid():
@@ -169,7 +184,9 @@ def allocation_edit(request, pk: int):
     funding_source = allocation.funding_source
     access.deny_unless(access.can_manage_lab(request.user, funding_source.lab_id))
     initial = {name: getattr(allocation, name) for name in AllocationForm.base_fields}
-    form = AllocationForm(request.POST or None, funding_source=funding_source, initial=initial)
+    form = AllocationForm(
+        request.POST or None, funding_source=funding_source, actor=request.user, initial=initial
+    )
     if request.method == "POST" and form.is_valid():
         try:
             allocation_update(actor=request.user, allocation=allocation, **form.cleaned_data)
@@ -215,3 +232,119 @@ def grant_import(request):
             "optional_columns": OPTIONAL_COLUMNS,
         },
     )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def proposal_new(request):
+    """A lab admin proposes a new funding source for one of their labs."""
+    labs = access.proposable_labs_for_funding(request.user)
+    access.deny_unless(labs.exists())
+    form = FundingProposalForm(request.POST or None, labs=labs)
+    if request.method == "POST" and form.is_valid():
+        try:
+            funding_proposal_create(
+                actor=request.user,
+                lab=form.cleaned_data["lab"],
+                values=form.values(),
+                reason=form.cleaned_data["reason"],
+            )
+        except DomainError as exc:
+            _apply_domain_error(form, exc)
+        else:
+            messages.success(request, "Proposed; finance or an institution admin will decide.")
+            return redirect("funding:proposals")
+    return render(
+        request, "funding/proposal_form.html", {"form": form, "title": "Propose a funding source"}
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def proposal_change(request, pk: int):
+    """A lab admin proposes a change (amount, dates, status, …) to their lab's source."""
+    funding_source = funding_source_for_user(request.user, pk)
+    access.deny_unless(access.can_propose_funding(request.user, funding_source.lab_id))
+    form = FundingProposalForm(request.POST or None, initial=proposal_values_from(funding_source))
+    if request.method == "POST" and form.is_valid():
+        try:
+            funding_proposal_create(
+                actor=request.user,
+                lab=funding_source.lab,
+                funding_source=funding_source,
+                values=form.values(),
+                reason=form.cleaned_data["reason"],
+            )
+        except DomainError as exc:
+            _apply_domain_error(form, exc)
+        else:
+            messages.success(request, "Proposed; finance or an institution admin will decide.")
+            return redirect("funding:proposals")
+    return render(
+        request,
+        "funding/proposal_form.html",
+        {"form": form, "title": f"Propose a change to {funding_source.name}", "fs": funding_source},
+    )
+
+
+@login_required
+@require_http_methods(["GET"])
+def proposal_list(request):
+    """Finance and institution admins decide here; lab admins follow their proposals."""
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.money_institutions or scope.admin_labs))
+    proposals = (
+        FundingProposal.objects.visible_to(request.user)
+        .select_related("lab", "funding_source", "proposed_by", "decided_by")
+        .order_by("-proposed_at", "-pk")
+    )
+    state = request.GET.get("state", FundingProposal.State.PENDING)
+    if state in FundingProposal.State.values:
+        proposals = proposals.filter(state=state)
+    page = Paginator(proposals, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "funding/proposals.html",
+        {
+            "page": page,
+            "state": state,
+            "states": FundingProposal.State.choices,
+            "decider_of": scope.money_institutions,
+        },
+    )
+
+
+def _proposal_for_decision(request, pk: int) -> FundingProposal:
+    proposal = access.get_or_404(FundingProposal.objects.visible_to(request.user), pk=pk)
+    access.deny_unless(access.can_decide_funding_proposals(request.user, proposal.institution_id))
+    return proposal
+
+
+@login_required
+@require_http_methods(["POST"])
+def proposal_approve(request, pk: int):
+    proposal = _proposal_for_decision(request, pk)
+    form = ProposalDecisionForm(request.POST)
+    note = form.cleaned_data["note"] if form.is_valid() else ""
+    try:
+        funding_proposal_approve(actor=request.user, proposal=proposal, note=note)
+    except DomainError as exc:
+        messages.error(request, f"#{proposal.pk}: {exc.message}")
+    else:
+        messages.success(request, f"Proposal #{proposal.pk} approved.")
+    return redirect("funding:proposals")
+
+
+@login_required
+@require_http_methods(["POST"])
+def proposal_reject(request, pk: int):
+    proposal = _proposal_for_decision(request, pk)
+    form = ProposalDecisionForm(request.POST)
+    note = form.cleaned_data["note"] if form.is_valid() else ""
+    try:
+        funding_proposal_reject(actor=request.user, proposal=proposal, note=note)
+    except DomainError as exc:
+        messages.error(request, f"#{proposal.pk}: {exc.message}")
+    else:
+        messages.success(request, f"Proposal #{proposal.pk} rejected.")
+    return redirect("funding:proposals")

@@ -33,9 +33,12 @@ def gpu_catalog():
 
 
 def allocations_for_requester(user):
-    """A person requests against their own allocations only."""
+    """A person requests against their own allocations only, in labs they still belong to."""
+    scope = access.scope_for(user)
     return (
-        Allocation.objects.filter(user=user)
+        Allocation.objects.filter(
+            user=user, funding_source__lab_id__in=scope.admin_labs | scope.member_labs
+        )
         .select_related("user", "funding_source", "funding_source__lab")
         .order_by("end_date", "pk")
     )

@@ -31,7 +31,7 @@ def test_unknown_username_is_a_field_error(world, client_for):
         reverse("accounts:lab_detail", args=[world.lab.pk]),
         {"username": "nobody", "role": "member"},
     )
-    assert "No active user" in response.content.decode()
+    assert "No one with that username can be added here." in response.content.decode()
 
 
 def test_ending_a_membership_over_htmx_returns_the_members_fragment(world, client_for):

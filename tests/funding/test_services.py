@@ -19,7 +19,7 @@ D = dt.date
 
 def _create(world, **overrides):
     values = {
-        "actor": world.lab_admin,
+        "actor": world.finance,
         "lab": world.lab,
         "name": "New grant",
         "award_number": "NEW-1",
@@ -35,7 +35,7 @@ def test_create_funding_source_audits_it(world):
     fs = _create(world, indirect_cost_rate_percent=Decimal("55"))
     assert fs.institution == world.institution
     event = AuditEvent.objects.get(action="funding_source.create", target_id=str(fs.pk))
-    assert event.actor == world.lab_admin
+    assert event.actor == world.finance
     assert event.institution == world.institution
     assert event.after["amount_usd"] == "5000.00"
 
@@ -104,7 +104,7 @@ def test_allocation_create_and_audit(world):
     allocation = allocation_create(
         actor=world.lab_admin,
         funding_source=fs,
-        user=world.lab_admin,
+        user=world.member,
         cap_usd=Decimal("2500.00"),
         start_date=fs.start_date,
         end_date=fs.end_date,

@@ -4,7 +4,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from labgov.funding.models import Allocation, FundingSource
+from labgov.funding.models import Allocation, FundingProposal, FundingSource
 
 HEADER = b"lab,name,award_number,start_date,end_date,amount_usd\n"
 GOOD_CSV = HEADER + b"vision,X,A-1,2026-01-01,2026-12-31,5\n"
@@ -37,7 +37,7 @@ def _fs_data(world, **overrides):
     ],
 )
 def test_funding_form_shows_field_errors_and_keeps_input(world, client_for, overrides, message):
-    response = client_for(world.lab_admin).post(
+    response = client_for(world.finance).post(
         reverse("funding:create"), _fs_data(world, **overrides)
     )
     assert response.status_code == 200
@@ -47,13 +47,13 @@ def test_funding_form_shows_field_errors_and_keeps_input(world, client_for, over
     assert not FundingSource.objects.filter(award_number="F-1").exists()
 
 
-def test_lab_admin_cannot_create_in_a_lab_they_do_not_run(world, client_for):
+def test_lab_admin_cannot_propose_for_a_lab_they_do_not_run(world, client_for):
     response = client_for(world.lab_admin).post(
-        reverse("funding:create"), _fs_data(world, lab=world.other_lab.pk)
+        reverse("funding:proposal_new"), _fs_data(world, lab=world.other_lab.pk)
     )
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode()
-    assert not FundingSource.objects.filter(award_number="F-1").exists()
+    assert not FundingProposal.objects.exists()
 
 
 def test_create_redirects_to_the_new_funding_source(world, client_for):
@@ -64,7 +64,7 @@ def test_create_redirects_to_the_new_funding_source(world, client_for):
 
 def test_edit_shows_allocation_conflict_on_the_amount(world, client_for):
     fs = world.funding_source
-    response = client_for(world.lab_admin).post(
+    response = client_for(world.finance).post(
         reverse("funding:edit", args=[fs.pk]),
         _fs_data(
             world,

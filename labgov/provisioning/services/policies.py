@@ -3,6 +3,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
@@ -76,7 +77,18 @@ def policy_save(
         raise TypeError(f"policy_save got unknown fields {sorted(unknown)}")
     if lab is not None and lab.institution_id != institution.pk:
         raise DomainError("The lab belongs to another institution.")
+    if actor is not None and not access.can_edit_policy(
+        actor, institution_id=institution.pk, lab_id=lab.pk if lab else None
+    ):
+        raise DomainError("Only the lab's admins and the institution's admins set its policy.")
     clean = _validate(values)
+    ceiling = Institution.objects.get(pk=institution.pk).auto_approve_ceiling_usd
+    if clean["auto_approve_under_usd"] > ceiling:
+        raise DomainError(
+            f"The auto-approval amount cannot be above {institution}'s ceiling of "
+            f"${ceiling:,.2f} (set by the institution's admins).",
+            field="auto_approve_under_usd",
+        )
     policy = (
         ProvisioningPolicy.objects.select_for_update()
         .filter(institution=institution, lab=lab)

@@ -34,7 +34,12 @@ from labgov.provisioning.services.commitments import (
     lock_request,
 )
 from labgov.provisioning.services.events import record
-from labgov.provisioning.services.requests import _require, _require_reviewer, _save
+from labgov.provisioning.services.requests import (
+    _require,
+    _require_current_member,
+    _require_reviewer,
+    _save,
+)
 from labgov.runpod.errors import (
     RunpodAuthError,
     RunpodConflict,
@@ -90,6 +95,7 @@ def provisioning_retry(*, actor, req: ProvisioningRequest) -> ProvisioningReques
     if actor.pk != req.requester_id:
         _require_reviewer(actor, req)
     _require(req, (S.FAILED,), "be retried (only failed requests can)")
+    _require_current_member(req.requester_id, req.lab_id, requester=req.requester)
     commitment_post(actor=actor, req=req, allocation=allocation)
     provisioning_start(actor=actor, req=req)
     return req

@@ -93,6 +93,35 @@ def _require_reviewer(actor, req: ProvisioningRequest) -> None:
         raise DomainError("Only the lab's admins can decide on its requests.")
 
 
+def _require_current_member(user_id: int, lab_id: int, *, requester=None) -> None:
+    """A membership that has ended grants no spending: not to request, and not to have a
+    request approved."""
+    if access.is_active_in_lab(user_id, lab_id):
+        return
+    if requester is None:
+        raise DomainError("Your membership of this lab has ended: you cannot request capacity.")
+    raise DomainError(
+        f"{requester}'s membership of this lab has ended: their request cannot go ahead."
+    )
+
+
+def _own_allocation(actor, req: ProvisioningRequest) -> bool:
+    return actor is not None and req.allocation.user_id == actor.pk
+
+
+def auto_approval_applies(policy, req: ProvisioningRequest) -> bool:
+    """Approval on submission: under the lab's amount, under the institution's ceiling as it is
+    now (it may have been lowered since the policy was set), and never when the requester could
+    approve requests of the lab themselves: their own rule would approve their own spending."""
+    total = req.estimate_total_usd
+    ceiling = req.lab.institution.auto_approve_ceiling_usd
+    return (
+        auto_approvable(policy, total)
+        and total < ceiling
+        and not access.can_review_requests(req.requester, req.lab_id)
+    )
+
+
 def _locked(req: ProvisioningRequest):
     allocation = lock_allocation(req.allocation_id)
     locked = lock_request(req.pk)
@@ -124,6 +153,7 @@ def request_save(
         _require(req, (S.DRAFT,), "be changed (only drafts can)")
     if allocation.user_id != actor.pk:
         raise DomainError("You can only request against your own allocations.", field="allocation")
+    _require_current_member(actor.pk, allocation.funding_source.lab_id)
     for name, value in values.items():
         setattr(req, name, value.strip() if isinstance(value, str) else value)
     if not req.title:
@@ -167,13 +197,14 @@ def request_submit(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
     if req.requester_id != actor.pk:
         raise DomainError("Only the requester can submit a request.")
     _require(req, (S.DRAFT,), "be submitted")
+    _require_current_member(actor.pk, req.lab_id)
     policy, gpu, estimate, found = assess(req, allocation=allocation)
     _raise_if_blocked(found)
     apply_estimate(req, gpu, estimate)
     now = timezone.now()
     _save(req, state=S.SUBMITTED, submitted_at=now)
     record(actor=actor, req=req, event="submit", before_state=S.DRAFT, body=req.justification)
-    if auto_approvable(policy, req.estimate_total_usd):
+    if auto_approval_applies(policy, req):
         _approve(
             actor=None,
             req=req,
@@ -197,11 +228,12 @@ def request_approve(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
         req, allocation=allocation, price=req.gpu_price_per_hr_usd
     )
     total = req.estimate_total_usd
-    if actor.pk == req.requester_id and not auto_approvable(policy, total):
+    if actor.pk == req.requester_id or _own_allocation(actor, req):
         raise DomainError(
-            "You cannot approve your own request above the lab's auto-approval amount "
-            f"(${to_cents(policy.auto_approve_under_usd):,.2f}); another approver must."
+            "You cannot approve a request charged to your own allocation; another lab admin "
+            "or an institution admin must."
         )
+    _require_current_member(req.requester_id, req.lab_id, requester=req.requester)
     _raise_if_blocked(found)
     if needs_second_approval(policy, total):
         if req.first_approved_by_id is None:

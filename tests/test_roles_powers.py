@@ -1,0 +1,287 @@
+"""The README's roles × powers table, performed: every cell tries its power as a person of that
+role (through the services, which enforce it whatever page or script calls them) and checks
+that the attempt succeeds exactly where the table says "yes"."""
+
+import datetime as dt
+from decimal import Decimal as D
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.utils import timezone
+
+from labgov.accounts.services import institution_auto_approve_ceiling_set, membership_grant
+from labgov.alerts.models import Alert
+from labgov.alerts.services import may_act_on_pod
+from labgov.core.errors import DomainError
+from labgov.funding.imports import grants_import_csv
+from labgov.funding.models import Allocation
+from labgov.funding.proposals import (
+    funding_proposal_approve,
+    funding_proposal_create,
+    proposal_values_from,
+)
+from labgov.funding.services import allocation_create, funding_source_create, funding_source_update
+from labgov.provisioning.models import ProvisioningRequest
+from labgov.provisioning.services import policy_save, request_approve, request_save, request_submit
+from tests.alerts.conftest import make_pod
+from tests.factories import (
+    AllocationFactory,
+    InstitutionFactory,
+    LabFactory,
+    MembershipFactory,
+    RunpodAccountFactory,
+)
+from tests.provisioning.conftest import POD_VALUES, catalog  # noqa: F401 - a fixture
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+COLUMNS = {
+    "Institution admin": "inst_admin",
+    "Finance": "finance",
+    "Lab admin": "lab_admin",
+    "Member": "member",
+    "Ended member": "ended_member",
+}
+
+
+def _table() -> dict[tuple[str, str], bool]:
+    text = README.read_text()
+    block = text.split("<!-- roles-powers:start -->")[1].split("<!-- roles-powers:end -->")[0]
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in block.strip().splitlines()
+    ]
+    header, _rule, *body = rows
+    roles = [COLUMNS[name] for name in header[1:]]
+    cells = {}
+    for power, *answers in body:
+        assert len(answers) == len(roles), power
+        for role, answer in zip(roles, answers, strict=True):
+            word = answer.split()[0]
+            assert word in ("yes", "no"), f"{power} / {role}: {answer!r}"
+            cells[(power, role)] = word == "yes"
+    return cells
+
+
+TABLE = _table()
+
+
+def _ended_member(lab):
+    return MembershipFactory(
+        role="member", lab=lab, end_date=timezone.now().date() - dt.timedelta(days=1)
+    ).user
+
+
+def _someone(world, role):
+    if role == "ended_member":
+        return _ended_member(world.lab)
+    return getattr(world, role)
+
+
+def _request(user, allocation):
+    return request_save(actor=user, allocation=allocation, values=dict(POD_VALUES))
+
+
+# Each power: a function (world, person) that attempts it and returns whether it happened. A
+# refusal is a DomainError or PermissionDenied; anything else is a bug and fails the test.
+
+
+def set_funding(world, who):
+    fs = world.funding_source
+    funding_source_update(actor=who, funding_source=fs, amount_usd=D("12000.00"))
+    funding_source_create(
+        actor=who,
+        lab=world.lab,
+        name="Table grant",
+        start_date=fs.start_date,
+        end_date=fs.end_date,
+        amount_usd=D("100.00"),
+    )
+    return True
+
+
+def propose_funding(world, who):
+    values = {**proposal_values_from(world.funding_source), "amount_usd": D("12000.00")}
+    funding_proposal_create(
+        actor=who, lab=world.lab, funding_source=world.funding_source, values=values
+    )
+    return True
+
+
+def decide_proposal(world, who):
+    proposer = MembershipFactory(role="lab_admin", lab=world.lab).user
+    values = {**proposal_values_from(world.funding_source), "amount_usd": D("12000.00")}
+    proposal = funding_proposal_create(
+        actor=proposer, lab=world.lab, funding_source=world.funding_source, values=values
+    )
+    return funding_proposal_approve(actor=who, proposal=proposal).state == "approved"
+
+
+def import_grants(world, who):
+    csv = b"lab,name,award_number,start_date,end_date,amount_usd\n"
+    csv += b"vision,Imported,T-1,2026-01-01,2026-12-31,5\n"
+    return grants_import_csv(actor=who, institution=world.institution, data=csv).ok
+
+
+def allocate_to_other(world, who):
+    fs = world.funding_source
+    allocation_create(
+        actor=who,
+        funding_source=fs,
+        user=world.member,
+        cap_usd=D("10"),
+        start_date=fs.start_date,
+        end_date=fs.end_date,
+    )
+    return True
+
+
+def allocate_to_self(world, who):
+    fs = world.funding_source
+    allocation_create(
+        actor=who,
+        funding_source=fs,
+        user=who,
+        cap_usd=D("10"),
+        start_date=fs.start_date,
+        end_date=fs.end_date,
+    )
+    return True
+
+
+def set_ceiling(world, who):
+    institution_auto_approve_ceiling_set(
+        actor=who, institution=world.institution, amount_usd=D("10")
+    )
+    return True
+
+
+def set_lab_policy(world, who):
+    policy_save(
+        actor=who,
+        institution=world.institution,
+        lab=world.lab,
+        values={
+            "allowed_models": ["pod"],
+            "allowed_clouds": ["SECURE"],
+            "auto_approve_under_usd": D("100"),
+        },
+    )
+    return True
+
+
+def add_person_of_institution(world, who):
+    newcomer = MembershipFactory(role="member", lab=world.other_lab).user
+    membership_grant(actor=who, user=newcomer, role="member", lab=world.lab)
+    return True
+
+
+def add_person_of_elsewhere(world, who):
+    stranger = MembershipFactory(role="member", lab=LabFactory(institution=InstitutionFactory()))
+    membership_grant(actor=who, user=stranger.user, role="member", lab=world.lab)
+    return True
+
+
+def request_capacity(world, who):
+    own = AllocationFactory(funding_source=world.funding_source, user=who)
+    request_submit(actor=who, req=_request(who, own))
+    return True
+
+
+def approve_others_request(world, who):
+    requester = MembershipFactory(role="member", lab=world.lab).user
+    allocation = AllocationFactory(funding_source=world.funding_source, user=requester)
+    req = request_submit(actor=requester, req=_request(requester, allocation))
+    return request_approve(actor=who, req=req).state != ProvisioningRequest.State.SUBMITTED
+
+
+def _own_submitted_request(world, who, *, auto_approve_under: str):
+    policy_save(
+        actor=None,
+        institution=world.institution,
+        lab=world.lab,
+        values={
+            "allowed_models": ["pod"],
+            "allowed_clouds": ["SECURE"],
+            "auto_approve_under_usd": D(auto_approve_under),
+        },
+    )
+    own = AllocationFactory(funding_source=world.funding_source, user=who)
+    return request_submit(actor=who, req=_request(who, own))
+
+
+def approve_own_request_by_hand(world, who):
+    req = _own_submitted_request(world, who, auto_approve_under="0")
+    return request_approve(actor=who, req=req).state != ProvisioningRequest.State.SUBMITTED
+
+
+def own_request_auto_approved(world, who):
+    # The lab's rule covers the $351.20 request: only the requester's power stops it.
+    req = _own_submitted_request(world, who, auto_approve_under="1000")
+    return req.auto_approved
+
+
+def act_on_own_pod(world, who):
+    own = AllocationFactory(funding_source=world.funding_source, user=who)
+    account = RunpodAccountFactory(institution=world.institution)
+    pod = make_pod(account, own, status="RUNNING")
+    alert = Alert.objects.create(
+        institution=world.institution,
+        lab=world.lab,
+        owner=who,
+        resource=pod,
+        kind="idle_gpu",
+        subject_key=f"resource:{pod.pk}",
+        title="Idle pod",
+    )
+    return may_act_on_pod(who, alert, "stop") and may_act_on_pod(who, alert, "start")
+
+
+def read_lab_history(world, who):
+    gone = _ended_member(world.lab)
+    allocation = AllocationFactory(funding_source=world.funding_source, user=gone)
+    req = ProvisioningRequest.objects.create(
+        requester=gone, allocation=allocation, lab=world.lab, title="Old run"
+    )
+    return (
+        Allocation.objects.visible_to(who).filter(pk=allocation.pk).exists()
+        and ProvisioningRequest.objects.visible_to(who).filter(pk=req.pk).exists()
+    )
+
+
+POWERS = {
+    "Create a funding source, or set its amount, dates or status": set_funding,
+    "Propose a new funding source, or a change to one of their lab's": propose_funding,
+    "Approve or reject a funding proposal that is not their own": decide_proposal,
+    "Import grants from CSV": import_grants,
+    "Give someone else in the lab an allocation": allocate_to_other,
+    "Give themselves an allocation, or change their own": allocate_to_self,
+    "Set the institution's auto-approval ceiling": set_ceiling,
+    "Set their lab's policy (auto-approval up to the ceiling)": set_lab_policy,
+    "Add a person of the institution to a lab": add_person_of_institution,
+    "Add a person of another institution to a lab": add_person_of_elsewhere,
+    "Request capacity on their own allocation": request_capacity,
+    "Approve a request of someone else in the lab": approve_others_request,
+    "Approve by hand a request charged to their own allocation": approve_own_request_by_hand,
+    "Have their own request approved on submission by their lab's auto-approval rule": (
+        own_request_auto_approved
+    ),
+    "Stop or start a pod of theirs from its alert": act_on_own_pod,
+    "Read the allocations and requests of the lab's people, ended ones included": (
+        read_lab_history
+    ),
+}
+
+
+def test_the_table_and_the_powers_tested_are_the_same():
+    assert {power for power, _role in TABLE} == set(POWERS)
+
+
+@pytest.mark.parametrize(("power", "role"), sorted(TABLE))
+def test_roles_powers_table(world, catalog, power, role):  # noqa: F811 - the catalog fixture
+    who = _someone(world, role)
+    try:
+        done = POWERS[power](world, who)
+    except (DomainError, PermissionDenied):
+        done = False
+    assert done == TABLE[(power, role)], f"{power} / {role}: the README says {TABLE[(power, role)]}"
