@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from django.views.decorators.debug import sensitive_variables
 
 from labgov.runpod.errors import (
     RunpodAuthError,
@@ -75,6 +76,7 @@ class ConnectionCheck:
 
 
 class RunpodClient:
+    @sensitive_variables()  # an error page must not show the key
     def __init__(
         self,
         base_url: str,
