@@ -299,7 +299,19 @@ def account_test_connection(*, account: RunpodAccount) -> list:
                 result = client.check_connection()
         except RunpodError as exc:
             result = ConnectionCheck(False, exc.message)
-        checks.append(ConnectionCheck(result.ok, f"{label} …{last4}: {result.message}"))
+        checks.append(
+            ConnectionCheck(result.ok, f"{label} …{last4}: {result.message}", result.pod_ids)
+        )
+    both_see_pods = len(checks) == 2 and all(c.ok and c.pod_ids for c in checks)
+    if both_see_pods and checks[0].pod_ids.isdisjoint(checks[1].pod_ids):
+        checks.append(
+            ConnectionCheck(
+                False,
+                "The two keys see different pods: they seem to belong to different Runpod"
+                " accounts, so what the write key creates would never be synced. Put both"
+                " keys of one account in a connection.",
+            )
+        )
     return checks
 
 

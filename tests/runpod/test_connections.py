@@ -335,3 +335,22 @@ def test_deactivate_refuses_get(world, client_for):
     account = RunpodAccountFactory(institution=world.institution)
     url = reverse("runpod:account_active", args=[account.pk])
     assert client_for(world.inst_admin).get(url).status_code == 405
+
+
+def test_keys_of_two_different_runpod_accounts_are_pointed_out(world, sim, monkeypatch):
+    from labgov.runpod import services
+    from labgov.runpod.client import RunpodClient
+
+    account = _connect(world, sim, "Mixed", write_key=sim.api_key)
+    assert [c.ok for c in account_test_connection(account=account)] == [True, True]
+
+    other_scenario = load_scenario("generated:pods=3,volumes=0,endpoints=0,clusters=0,days=2")
+    with SimulatorServer(scenario=other_scenario, api_key=WRITE) as other_runpod_account:
+        monkeypatch.setattr(
+            services,
+            "_write_key_client",
+            lambda acct: RunpodClient(base_url=other_runpod_account.base_url, api_key=WRITE),
+        )
+        checks = account_test_connection(account=account)
+    assert [c.ok for c in checks] == [True, True, False]
+    assert "seem to belong to different Runpod accounts" in checks[2].message
