@@ -177,6 +177,9 @@ CELERY_BEAT_SCHEDULE: dict = {}
 # Cost arithmetic settings (Runpod does not document them; see README).
 LABGOV_HOURS_PER_MONTH = env_decimal("LABGOV_HOURS_PER_MONTH", "730")
 
+# Error pages and reports hide marked secrets (Runpod keys) even when DEBUG is on.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "labgov.core.debug.SecretsHiddenReporterFilter"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -312,3 +312,17 @@ def test_the_listener_does_receive_keys_it_is_allowed_to(listener):
     with httpx.Client() as plain:
         plain.get(listener.url, headers={"Authorization": f"Bearer {KEY}"})
     assert listener.keys_received == [f"Bearer {KEY}"]
+
+
+@override_settings(DEBUG=True)
+def test_even_the_debug_page_does_not_show_the_key(world, account, client, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the connection pool could not be built")
+
+    monkeypatch.setattr("labgov.runpod.session.httpx.Client", broken)
+    client.raise_request_exception = False
+    client.force_login(world.inst_admin)
+    response = client.post(reverse("runpod:account_test", args=[account.pk]))
+    page = response.content.decode()
+    assert response.status_code == 500 and "could not be built" in page  # the debug page
+    assert KEY not in page
