@@ -12,17 +12,17 @@ removed (its requests refer to it): deactivate it instead.
 """
 
 import datetime as dt
-from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count, Min, ProtectedError, RestrictedError, Sum
-from django.db.models.functions import Coalesce, TruncDay
+from django.db.models import Count, Min, ProtectedError, RestrictedError
+from django.db.models.functions import TruncDay
 from django.utils import timezone
 
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
+from labgov.core.money import grouped_sums
 from labgov.core.periods import UTC
 from labgov.funding.models import LedgerEntry
 from labgov.runpod.attribution import ledger_source
@@ -72,14 +72,12 @@ def account_removal_summary(account: RunpodAccount) -> RemovalSummary:
     from labgov.usage.periods import closed_until
 
     resources = Resource.objects.filter(account=account)
-    records = BillingRecord.objects.filter(resource__account=account).aggregate(
-        count=Count("bucket_start"),
-        total=Coalesce(Sum("total_usd"), ZERO),
-        earliest=Min("bucket_start"),
-    )
-    ledger = _ledger_usage(account).aggregate(
-        total=Coalesce(Sum("amount_usd"), ZERO), earliest=Min("occurred_at")
-    )
+    billing = BillingRecord.objects.filter(resource__account=account)
+    records = billing.aggregate(count=Count("bucket_start"), earliest=Min("bucket_start"))
+    ledger = _ledger_usage(account).aggregate(earliest=Min("occurred_at"))
+    # Exact on SQLite too (it sums decimals as floats).
+    billed = sum(grouped_sums(billing, ["resource__account_id"], "total_usd").values(), ZERO)
+    posted = sum(grouped_sums(_ledger_usage(account), ["source"], "amount_usd").values(), ZERO)
     totals = AccountBillingRecord.objects.filter(account=account)
     moments = [
         m
@@ -114,8 +112,8 @@ def account_removal_summary(account: RunpodAccount) -> RemovalSummary:
     return RemovalSummary(
         resources=resources.count(),
         billing_records=records["count"],
-        billed_usd=records["total"],
-        ledger_usd=ledger["total"],
+        billed_usd=billed,
+        ledger_usd=posted,
         account_totals=totals.count(),
         rules=AttributionRule.objects.filter(account=account).count(),
         assignments=Assignment.objects.filter(resource__account=account).count(),
@@ -187,22 +185,18 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
 def _reverse_ledger_usage(account: RunpodAccount, actor) -> int:
     """Post, per allocation and day, the opposite of the usage the connection posted: the
     append-only ledger takes money back with new entries, never by deleting."""
-    sums: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
-    rows = (
-        _ledger_usage(account)
-        .annotate(day=TruncDay("occurred_at", tzinfo=UTC))
-        .values_list("allocation_id", "funding_source_id", "day")
-        .annotate(total=Sum("amount_usd"))
+    sums = grouped_sums(
+        _ledger_usage(account).annotate(day=TruncDay("occurred_at", tzinfo=UTC)),
+        ["allocation_id", "funding_source_id", "day"],
+        "amount_usd",
     )
-    for allocation_id, funding_source_id, day, total in rows:
-        sums[(allocation_id, funding_source_id, day)] += total
     entries = [
         LedgerEntry(
             funding_source_id=funding_source_id,
             allocation_id=allocation_id,
             kind=LedgerEntry.Kind.USAGE,
             amount_usd=-total,
-            occurred_at=day,
+            occurred_at=_midnight(day),
             actor=actor,
             memo=f"Runpod usage taken back: connection {account.name} removed (connected by"
             " mistake)",
@@ -215,3 +209,9 @@ def _reverse_ledger_usage(account: RunpodAccount, actor) -> int:
     ]
     LedgerEntry.objects.bulk_create(entries)
     return len(entries)
+
+
+def _midnight(day) -> dt.datetime:
+    if isinstance(day, dt.datetime):
+        return day.astimezone(UTC)
+    return dt.datetime.combine(day, dt.time(), tzinfo=UTC)
