@@ -145,22 +145,35 @@ class ConnectionConflict(DomainError):
 _CLAIM_LOCK = 0x6C6162676F76  # "labgov"
 
 
-def refuse_ids_owned_elsewhere(account, keys: Iterable[tuple[str, str]]) -> None:
-    """Raise ConnectionConflict, naming the other connection, when any (kind, Runpod id) is
-    held by another connection. Runpod ids are global: one resource, one connection, or
-    every dollar of it would be counted twice."""
+def _ids_q(keys: Iterable[tuple[str, str]]) -> Q | None:
     wanted: dict[str, set[str]] = defaultdict(set)
     for kind, runpod_id in keys:
         if kind != ResourceKind.ENDPOINT:  # the per-account stub of endpoint billing
             wanted[kind].add(runpod_id)
-    if not wanted:
+    query = None
+    for kind, ids in wanted.items():
+        part = Q(kind=kind, runpod_id__in=sorted(ids))
+        query = part if query is None else query | part
+    return query
+
+
+def refuse_ids_owned_elsewhere(
+    account, keys: Iterable[tuple[str, str]], held: Iterable[tuple[str, str]] = ()
+) -> None:
+    """Raise ConnectionConflict, naming the other connection, when any new (kind, Runpod id)
+    in `keys` is held by another connection, or any in `held` (ids this connection holds
+    already) by an older one. Runpod ids are global: one resource, one connection, or every
+    dollar of it would be counted twice. (The second rule finds doubles recorded before this
+    check existed: the younger connection stops, the older keeps syncing.)"""
+    new_q, held_q = _ids_q(keys), _ids_q(held)
+    if held_q is not None:
+        held_q &= Q(account_id__lt=account.pk)
+    query = new_q if held_q is None else held_q if new_q is None else new_q | held_q
+    if query is None:
         return
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CLAIM_LOCK])
-    query = Q()
-    for kind, ids in wanted.items():
-        query |= Q(kind=kind, runpod_id__in=sorted(ids))
     other = (
         Resource.objects.filter(query)
         .exclude(account_id=account.pk)
@@ -188,7 +201,11 @@ def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
         (r.kind, r.runpod_id): r
         for r in Resource.objects.filter(account=account).exclude(kind=ResourceKind.ENDPOINT)
     }
-    refuse_ids_owned_elsewhere(account, (key for key in fetched if key not in existing))
+    refuse_ids_owned_elsewhere(
+        account,
+        [key for key in fetched if key not in existing],
+        held=[key for key in fetched if key in existing],
+    )
     to_create, to_update, seen_ids = [], [], []
     for key, fields in fetched.items():
         resource = existing.get(key)

@@ -145,6 +145,20 @@ def test_connecting_the_same_account_twice_is_refused_at_the_second_sync(
     assert _sums()["billed"] == before["billed"]
 
 
+def test_doubles_recorded_before_the_check_stop_the_younger_connection(world, sim, at_sim_now):
+    older = _connect(world, sim, "Older")
+    assert _sync(older).status == SyncRun.Status.SUCCEEDED
+    younger = _connect(world, sim, "Younger")
+    # As an earlier labgov recorded them: every resource twice.
+    Resource.objects.bulk_create(
+        Resource(account=younger, kind=r.kind, runpod_id=r.runpod_id, name=r.name)
+        for r in Resource.objects.filter(account=older)
+    )
+    run = _sync(younger)
+    assert run.status == SyncRun.Status.FAILED and "“Older”" in run.error
+    assert _sync(older).status == SyncRun.Status.SUCCEEDED
+
+
 def test_a_connection_of_another_institution_is_not_named(world, sim, at_sim_now):
     other = InstitutionFactory()
     theirs = account_connect(
