@@ -218,6 +218,9 @@ CELERY_BEAT_SCHEDULE: dict = {}
 # Cost arithmetic settings (Runpod does not document them; see README).
 LABGOV_HOURS_PER_MONTH = env_decimal("LABGOV_HOURS_PER_MONTH", "730")
 
+# Error pages and reports hide marked secrets (Runpod keys) even when DEBUG is on.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "labgov.core.debug.SecretsHiddenReporterFilter"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -234,6 +237,12 @@ LABGOV_SYNC_FIRST_DAYS = env_int("LABGOV_SYNC_FIRST_DAYS", 30, minimum=1)
 LABGOV_SYNC_OVERLAP_HOURS = env_int("LABGOV_SYNC_OVERLAP_HOURS", 48, minimum=0)
 LABGOV_SYNC_SLICE_HOURS = env_int("LABGOV_SYNC_SLICE_HOURS", 24, minimum=1)
 LABGOV_SYNC_LOCK_SECONDS = env_int("LABGOV_SYNC_LOCK_SECONDS", 900, minimum=30)
+# Hosts a Runpod connection's base URL may name besides https://api.runpod.io (a simulator,
+# a proxy); they may use plain http. None in production, so an admin cannot send a stored key
+# to a service of their choosing (or probe the network with it).
+LABGOV_RUNPOD_HOSTS = env_list(
+    "LABGOV_RUNPOD_HOSTS", ["127.0.0.1", "localhost", "::1"] if DEBUG else []
+)
 LABGOV_SYNC_WRITERS = env_int("LABGOV_SYNC_WRITERS", 2, minimum=1)
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",

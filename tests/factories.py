@@ -88,6 +88,8 @@ class RunpodAccountFactory(factory.django.DjangoModelFactory):
     base_url = "http://127.0.0.1:9"
     api_key_encrypted = factory.LazyFunction(lambda: _encrypt("rp_test_key_0000"))
     api_key_last4 = "0000"
+    write_key_encrypted = factory.LazyFunction(lambda: _encrypt("rp_test_key_0000"))
+    write_key_last4 = "0000"
 
 
 def _encrypt(text: str) -> str:

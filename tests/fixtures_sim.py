@@ -37,6 +37,7 @@ def sim_account(world, sim):
         institution=world.institution,
         name="Sim",
         api_key=sim.api_key,
+        write_key=sim.api_key,
         base_url=sim.base_url,
     )
 

@@ -21,3 +21,5 @@ LABGOV_SYNC_WRITERS = 1
 
 # The webhook tests' receiver listens on plain http on this machine.
 LABGOV_WEBHOOK_HTTP_HOSTS = ["127.0.0.1", "localhost", "::1"]
+# The simulator listens on this machine (tests of the production rule override it).
+LABGOV_RUNPOD_HOSTS = ["127.0.0.1", "localhost", "::1"]

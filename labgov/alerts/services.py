@@ -170,14 +170,14 @@ def alert_pod_action(
     """Stop, start or terminate the alert's pod on Runpod, then record it: the pod's new
     status, an audit event, and (when the action ends the waste) the alert resolved by the
     actor. Runpod's refusal is a DomainError in words, and nothing is recorded."""
-    from labgov.runpod.services import client_for_account
+    from labgov.runpod.services import write_client_for_account
 
     access.deny_unless(may_act_on_pod(actor, alert, action))
     if action not in dict(pod_actions_for(actor, alert)):
         status = alert.resource.status.lower() if alert.resource else "gone"
         raise DomainError(f"You cannot have the pod {PAST[action]} now (it is {status}).")
     resource = alert.resource
-    factory = client_factory or client_for_account
+    factory = client_factory or write_client_for_account
     try:
         with factory(resource.account) as client:
             pod = client.pod_action(resource.runpod_id, action)

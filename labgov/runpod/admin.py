@@ -17,11 +17,26 @@ from labgov.runpod.models import (
 
 @admin.register(RunpodAccount)
 class RunpodAccountAdmin(AuditedAdmin):
-    list_display = ["name", "institution", "lab", "base_url", "api_key_last4", "is_active"]
+    list_display = [
+        "name",
+        "institution",
+        "lab",
+        "base_url",
+        "api_key_last4",
+        "write_key_last4",
+        "is_active",
+    ]
     list_filter = ["institution", "is_active"]
-    # The key is entered and replaced in the app, which encrypts it; never shown here.
-    exclude = ["api_key_encrypted", "sync_lock_token"]
-    readonly_fields = ["api_key_last4", "billing_complete_through", "sync_locked_until"]
+    # Keys are entered and replaced in the app, which encrypts them; never shown here. The
+    # base URL too: changing it there requires the keys again (see services.account_update).
+    exclude = ["api_key_encrypted", "write_key_encrypted", "sync_lock_token"]
+    readonly_fields = [
+        "base_url",
+        "api_key_last4",
+        "write_key_last4",
+        "billing_complete_through",
+        "sync_locked_until",
+    ]
 
     def audit_institution_id(self, obj):
         return obj.institution_id

@@ -104,6 +104,9 @@ def _ensure_resources(account, wanted: set[tuple[str, str]], last_bucket: dict) 
         return known
     # Slices written side by side may meet the same unseen resource: one at a time.
     type(account).objects.select_for_update().filter(pk=account.pk).first()
+    from labgov.runpod.inventory import refuse_ids_owned_elsewhere
+
+    refuse_ids_owned_elsewhere(account, missing)
     Resource.objects.bulk_create(
         [
             Resource(

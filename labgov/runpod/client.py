@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from django.views.decorators.debug import sensitive_variables
 
 from labgov.runpod.errors import (
     RunpodAuthError,
@@ -72,9 +73,12 @@ BILLING_ENDPOINTS: dict[BillingKind, tuple[str, str | None]] = {
 class ConnectionCheck:
     ok: bool
     message: str
+    # The pods the key could list: two keys of one connection must see the same account.
+    pod_ids: frozenset[str] = frozenset()
 
 
 class RunpodClient:
+    @sensitive_variables()  # an error page must not show the key
     def __init__(
         self,
         base_url: str,
@@ -264,7 +268,8 @@ class RunpodClient:
             )
             if not (isinstance(data, dict) and isinstance(data.get("pods"), list)):
                 return ConnectionCheck(False, self._not_the_api())
-            count = len(parse_pods(data))
+            pod_ids = frozenset(pod.id for pod in parse_pods(data))
+            count = len(pod_ids)
         except RunpodError as exc:
             return ConnectionCheck(False, self._explain_failed_check(exc))
         except Exception as exc:  # the button must always show something
@@ -277,6 +282,7 @@ class RunpodClient:
             True,
             f"Connected: the key can read this account's pods ({found}). A read-only key is"
             " enough for syncing; provisioning needs a key with write access.",
+            pod_ids,
         )
 
     def _not_the_api(self, what: str = "") -> str:

@@ -2,9 +2,13 @@
 catalog. Nothing is deleted: what vanished from Runpod's lists is marked gone."""
 
 import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 
+from labgov.core.errors import DomainError
 from labgov.runpod.models import GpuType as GpuTypeRow
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.redaction import redacted_env
@@ -121,11 +125,76 @@ def inventory_sync(*, account, client, now: dt.datetime) -> dict:
     return counts
 
 
+class ConnectionConflict(DomainError):
+    """The sync met resources another connection holds: the same Runpod account twice."""
+
+
+# Serialises first sightings across connections (PostgreSQL), so two connections of the same
+# Runpod account syncing at the same moment cannot both claim its resources.
+_CLAIM_LOCK = 0x6C6162676F76  # "labgov"
+
+
+def _ids_q(keys: Iterable[tuple[str, str]]) -> Q | None:
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for kind, runpod_id in keys:
+        if kind != ResourceKind.ENDPOINT:  # the per-account stub of endpoint billing
+            wanted[kind].add(runpod_id)
+    query = None
+    for kind, ids in wanted.items():
+        part = Q(kind=kind, runpod_id__in=sorted(ids))
+        query = part if query is None else query | part
+    return query
+
+
+def refuse_ids_owned_elsewhere(
+    account, keys: Iterable[tuple[str, str]], held: Iterable[tuple[str, str]] = ()
+) -> None:
+    """Raise ConnectionConflict, naming the other connection, when any new (kind, Runpod id)
+    in `keys` is held by another connection, or any in `held` (ids this connection holds
+    already) by an older one. Runpod ids are global: one resource, one connection, or every
+    dollar of it would be counted twice. (The second rule finds doubles recorded before this
+    check existed: the younger connection stops, the older keeps syncing.)"""
+    new_q, held_q = _ids_q(keys), _ids_q(held)
+    if held_q is not None:
+        held_q &= Q(account_id__lt=account.pk)
+    query = new_q if held_q is None else held_q if new_q is None else new_q | held_q
+    if query is None:
+        return
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CLAIM_LOCK])
+    other = (
+        Resource.objects.filter(query)
+        .exclude(account_id=account.pk)
+        .select_related("account")
+        .order_by("pk")
+        .first()
+    )
+    if other is None:
+        return
+    owner = other.account
+    if owner.institution_id == account.institution_id:
+        holder = f"the connection “{owner.name}”" + ("" if owner.is_active else " (deactivated)")
+    else:
+        holder = "a connection of another institution"
+    raise ConnectionConflict(
+        f"Refused: {other.get_kind_display().lower()} {other.runpod_id} and perhaps more of"
+        f" what this key sees are already synced by {holder}. This looks like the same Runpod"
+        " account connected twice; nothing was recorded, so nothing is counted twice. Remove"
+        " this connection, or keep one connection and put both keys in it."
+    )
+
+
 def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
     existing = {
         (r.kind, r.runpod_id): r
         for r in Resource.objects.filter(account=account).exclude(kind=ResourceKind.ENDPOINT)
     }
+    refuse_ids_owned_elsewhere(
+        account,
+        [key for key in fetched if key not in existing],
+        held=[key for key in fetched if key in existing],
+    )
     to_create, to_update, seen_ids = [], [], []
     for key, fields in fetched.items():
         resource = existing.get(key)

@@ -24,8 +24,14 @@ class RunpodAccount(models.Model):
     )
     name = models.CharField(max_length=120)
     base_url = models.URLField(default=DEFAULT_BASE_URL)
+    # Two keys, each for one use: the sync key reads (a read-only key is enough), the write
+    # key provisions and acts on pods. The write key is optional: without one, nothing is
+    # created or changed on Runpod through this connection.
     api_key_encrypted = models.TextField()
     api_key_last4 = models.CharField(max_length=4)
+    write_key_encrypted = models.TextField(blank=True)
+    write_key_last4 = models.CharField(max_length=4, blank=True)
+    # Off: not synced (by beat or by hand) and not used to provision; its history stays.
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 

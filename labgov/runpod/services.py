@@ -1,8 +1,11 @@
 import datetime as dt
 
+import httpx
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Min, Q
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
@@ -35,35 +38,104 @@ ACCOUNT_AUDIT_FIELDS = [
     "lab_id",
     "base_url",
     "api_key_last4",
+    "write_key_last4",
     "is_active",
 ]
 
+RUNPOD_API_HOST = "api.runpod.io"
 
+
+@sensitive_variables()
 def client_for_account(account: RunpodAccount):
+    """A client with the connection's sync key (reads)."""
+    return _client(account, account.api_key_encrypted)
+
+
+@sensitive_variables()
+def write_client_for_account(account: RunpodAccount):
+    """A client with the connection's write key, for provisioning and pod actions. Raises
+    RunpodAuthError, in words, when the connection is off or holds no write key."""
+    from labgov.runpod.errors import RunpodAuthError
+
+    if not account.is_active:
+        raise RunpodAuthError(
+            f"The Runpod connection {account.name} is deactivated: nothing is created or changed"
+            " through it. An institution admin can turn it back on."
+        )
+    if not account.write_key_encrypted:
+        raise RunpodAuthError(
+            f"The Runpod connection {account.name} has no write key: an institution admin must"
+            " add one (a key with write access) on its page before labgov can create or change"
+            " anything on Runpod."
+        )
+    return _client(account, account.write_key_encrypted)
+
+
+@sensitive_variables()
+def _client(account: RunpodAccount, key_encrypted: str):
     from labgov.runpod.client import RunpodClient
+    from labgov.runpod.errors import RunpodRequestInvalid
 
-    return RunpodClient(base_url=account.base_url, api_key=decrypt(account.api_key_encrypted))
+    # Checked again before every use: a URL saved before the allowed hosts changed, or written
+    # to the database by other means, must not receive the key either.
+    try:
+        base_url = base_url_check(account.base_url)
+    except DomainError as exc:
+        raise RunpodRequestInvalid(exc.message) from None
+    return RunpodClient(base_url=base_url, api_key=decrypt(key_encrypted))
 
 
-def _clean_base_url(base_url: str) -> str:
-    base_url = (base_url or DEFAULT_BASE_URL).strip().rstrip("/")
-    if base_url.endswith("/v2"):
-        base_url = base_url[: -len("/v2")]
-    if not base_url.startswith(("http://", "https://")):
+def allowed_hosts_text() -> str:
+    named = [h for h in settings.LABGOV_RUNPOD_HOSTS if h]
+    extra = f" or a host named in LABGOV_RUNPOD_HOSTS ({', '.join(named)})" if named else ""
+    return f"{DEFAULT_BASE_URL}{extra}"
+
+
+def base_url_check(base_url: str) -> str:
+    """The base URL, cleaned, when labgov may send a Runpod key there; else DomainError.
+
+    Only https://api.runpod.io and the hosts the operator named in LABGOV_RUNPOD_HOSTS (which
+    may use plain http: a simulator, a proxy) are allowed; an admin cannot point a stored key
+    at a service of their choosing. The URL is parsed by the same library that will send the
+    request, so what is checked is what is called.
+    """
+    raw = (base_url or DEFAULT_BASE_URL).strip()
+    try:
+        url = httpx.URL(raw)
+    except (httpx.InvalidURL, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise DomainError(f"The base URL must look like {DEFAULT_BASE_URL}.", field="base_url")
+    if url.userinfo:
         raise DomainError(
-            "The base URL must start with https:// (or http:// for a local simulator).",
+            "The base URL must not contain a user name or password: the API key is the only"
+            " credential, and it goes in its own field.",
             field="base_url",
         )
-    return base_url
+    if url.query or url.fragment:
+        raise DomainError("The base URL cannot have a query or a fragment.", field="base_url")
+    host = url.host.lower()
+    named = {h.strip().strip("[]").lower() for h in settings.LABGOV_RUNPOD_HOSTS if h.strip()}
+    runpod = host == RUNPOD_API_HOST and url.scheme == "https" and url.port in (None, 443)
+    if not runpod and host not in named:
+        raise DomainError(
+            f"Runpod keys are only sent to {allowed_hosts_text()}. To use another server (a"
+            " proxy, a simulator), the operator must name its host in LABGOV_RUNPOD_HOSTS.",
+            field="base_url",
+        )
+    path = url.path.rstrip("/").removesuffix("/v2")
+    return str(url.copy_with(path=path or "/")).rstrip("/")
 
 
-def _clean_key(api_key: str) -> str:
+@sensitive_variables()
+def _clean_key(api_key: str, *, field: str = "api_key") -> str:
     api_key = (api_key or "").strip()
     if len(api_key) < 6 or any(c.isspace() for c in api_key):
-        raise DomainError("That does not look like a Runpod API key.", field="api_key")
+        raise DomainError("That does not look like a Runpod API key.", field=field)
     return api_key
 
 
+@sensitive_variables("api_key", "write_key")
 @transaction.atomic
 def account_connect(
     *,
@@ -71,9 +143,12 @@ def account_connect(
     institution: Institution,
     name: str,
     api_key: str,
+    write_key: str = "",
     base_url: str = DEFAULT_BASE_URL,
     lab: Lab | None = None,
 ) -> RunpodAccount:
+    """Connect a Runpod account: `api_key` syncs (read-only is enough), `write_key` (optional)
+    provisions. Either may be the same key when one key has both rights."""
     name = name.strip()
     if not name:
         raise DomainError("The account needs a name.", field="name")
@@ -81,14 +156,18 @@ def account_connect(
         raise DomainError("The lab belongs to another institution.", field="lab")
     if RunpodAccount.objects.filter(institution=institution, name=name).exists():
         raise DomainError(f"An account called {name} is connected already.", field="name")
+    base_url = base_url_check(base_url)
     api_key = _clean_key(api_key)
+    write_key = _clean_key(write_key, field="write_key") if write_key else ""
     account = RunpodAccount.objects.create(
         institution=institution,
         lab=lab,
         name=name,
-        base_url=_clean_base_url(base_url),
+        base_url=base_url,
         api_key_encrypted=encrypt(api_key),
         api_key_last4=api_key[-4:],
+        write_key_encrypted=encrypt(write_key) if write_key else "",
+        write_key_last4=write_key[-4:],
     )
     audit_record(
         actor=actor,
@@ -100,6 +179,7 @@ def account_connect(
     return account
 
 
+@sensitive_variables("api_key", "write_key")
 @transaction.atomic
 def account_update(
     *,
@@ -108,10 +188,14 @@ def account_update(
     name: str | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
+    write_key: str | None = None,
+    remove_write_key: bool = False,
     lab: Lab | None | str = "unchanged",
     is_active: bool | None = None,
 ) -> RunpodAccount:
-    """Change an account. An empty api_key keeps the stored key."""
+    """Change an account. An empty key keeps the stored one, except when the base URL
+    changes: a stored key is only ever sent where it was entered for, so then every stored
+    key must be entered again (or the write key removed)."""
     locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
     before = snapshot(locked, ACCOUNT_AUDIT_FIELDS)
     if name is not None:
@@ -126,11 +210,41 @@ def account_update(
             raise DomainError(f"An account called {name} is connected already.", field="name")
         locked.name = name
     if base_url is not None:
-        locked.base_url = _clean_base_url(base_url)
+        base_url = base_url_check(base_url)
+        if base_url != locked.base_url:
+            if not api_key:
+                raise DomainError(
+                    "Enter the sync key again to change the base URL: a stored key is only"
+                    " sent to the address it was entered for.",
+                    field="api_key",
+                )
+            if locked.write_key_encrypted and not write_key and not remove_write_key:
+                raise DomainError(
+                    "Enter the write key again (or remove it) to change the base URL: a stored"
+                    " key is only sent to the address it was entered for.",
+                    field="write_key",
+                )
+        locked.base_url = base_url
+    replaced = []
     if api_key:
         api_key = _clean_key(api_key)
         locked.api_key_encrypted = encrypt(api_key)
         locked.api_key_last4 = api_key[-4:]
+        replaced.append("sync key replaced")
+    if remove_write_key:
+        if write_key:
+            raise DomainError(
+                "Either enter a new write key or remove it, not both.", field="write_key"
+            )
+        if locked.write_key_encrypted:
+            replaced.append("write key removed")
+        locked.write_key_encrypted = ""
+        locked.write_key_last4 = ""
+    elif write_key:
+        write_key = _clean_key(write_key, field="write_key")
+        locked.write_key_encrypted = encrypt(write_key)
+        locked.write_key_last4 = write_key[-4:]
+        replaced.append("write key replaced")
     if lab != "unchanged":
         if lab is not None and lab.institution_id != locked.institution_id:
             raise DomainError("The lab belongs to another institution.", field="lab")
@@ -138,8 +252,7 @@ def account_update(
     if is_active is not None:
         locked.is_active = is_active
     after = snapshot(locked, ACCOUNT_AUDIT_FIELDS)
-    key_changed = bool(api_key)
-    if after == before and not key_changed:
+    if after == before and not replaced:
         return locked
     locked.save()
     audit_record(
@@ -149,19 +262,73 @@ def account_update(
         institution_id=locked.institution_id,
         before=before,
         after=after,
-        note="API key replaced" if key_changed else "",
+        note="; ".join(replaced).capitalize(),
     )
     return locked
 
 
-def account_test_connection(*, account: RunpodAccount):
-    with client_for_account(account) as client:
-        return client.check_connection()
+@transaction.atomic
+def account_set_active(*, actor, account: RunpodAccount, active: bool) -> RunpodAccount:
+    """Turn a connection off (no syncing, by beat or by hand, and no provisioning through it;
+    its history stays, and counts) or back on."""
+    locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
+    if locked.is_active == active:
+        return locked
+    locked.is_active = active
+    locked.save(update_fields=["is_active"])
+    audit_record(
+        actor=actor,
+        action="runpod_account.activate" if active else "runpod_account.deactivate",
+        target=locked,
+        institution_id=locked.institution_id,
+        before={"is_active": not active},
+        after={"is_active": active},
+    )
+    return locked
+
+
+def account_test_connection(*, account: RunpodAccount) -> list:
+    """One check per stored key, in words: whether it can read the account."""
+    from labgov.runpod.client import ConnectionCheck
+    from labgov.runpod.errors import RunpodError
+
+    keys = [("Sync key", account.api_key_last4, client_for_account)]
+    if account.write_key_encrypted:
+        keys.append(("Write key", account.write_key_last4, _write_key_client))
+    checks = []
+    for label, last4, factory in keys:
+        try:
+            with factory(account) as client:
+                result = client.check_connection()
+        except RunpodError as exc:
+            result = ConnectionCheck(False, exc.message)
+        checks.append(
+            ConnectionCheck(result.ok, f"{label} …{last4}: {result.message}", result.pod_ids)
+        )
+    both_see_pods = len(checks) == 2 and all(c.ok and c.pod_ids for c in checks)
+    if both_see_pods and checks[0].pod_ids.isdisjoint(checks[1].pod_ids):
+        checks.append(
+            ConnectionCheck(
+                False,
+                "The two keys see different pods: they seem to belong to different Runpod"
+                " accounts, so what the write key creates would never be synced. Put both"
+                " keys of one account in a connection.",
+            )
+        )
+    return checks
+
+
+def _write_key_client(account: RunpodAccount):
+    # Tested even while the connection is off, so a key can be checked before turning it on.
+    return _client(account, account.write_key_encrypted)
 
 
 def sync_request(*, actor, account: RunpodAccount) -> None:
     """Queue a sync now (after the current transaction commits)."""
     from labgov.runpod.tasks import sync_account
+
+    if not account.is_active:
+        raise DomainError(f"{account.name} is deactivated: turn it on again to sync it.")
 
     transaction.on_commit(
         lambda: sync_account.delay(account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None)

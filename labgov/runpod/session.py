@@ -26,6 +26,7 @@ from http import HTTPStatus
 from typing import Any
 
 import httpx
+from django.views.decorators.debug import sensitive_variables
 
 from labgov.runpod.errors import (
     RunpodAuthError,
@@ -78,6 +79,7 @@ _API_KEY_SHAPE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
 class Session:
     """One Runpod account's connection: base URL, key, connection pool and retry policy."""
 
+    @sensitive_variables()  # an error page must not show the key (or the headers carrying it)
     def __init__(
         self,
         base_url: str,
@@ -246,10 +248,11 @@ class Session:
     def _error_for(self, method: str, path: str, response: httpx.Response) -> RunpodError:
         status = response.status_code
         if 300 <= status < 400:
-            where = response.headers.get("Location", "elsewhere")
+            # Where it pointed is not repeated: a message must not carry what a server chose
+            # to say (and the key was not sent there).
             return RunpodBadResponse(
-                f"The server at {self.base_url} redirected {method} {path} ({status}) to"
-                f" {where[:200]}: is the base URL right?",
+                f"The server at {self.base_url} redirected {method} {path} ({status})"
+                " elsewhere; labgov does not follow redirects: is the base URL right?",
                 status=status,
             )
         title, detail, errors = self._problem(response)

@@ -19,6 +19,7 @@ from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from labgov.core.errors import DomainError
 from labgov.core.periods import UTC, hour_floor
 from labgov.runpod import billing_store
 from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
@@ -136,6 +137,15 @@ def account_sync(
     run = SyncRun.objects.create(
         account=account, trigger=trigger, triggered_by=actor, started_at=now, phase="starting"
     )
+    if not account.is_active:
+        _progress(
+            run,
+            status=SyncRun.Status.SKIPPED,
+            finished_at=timezone.now(),
+            phase="",
+            error="This connection is deactivated; it is not synced.",
+        )
+        return run
     token = lock_claim(account.pk, now)
     if token is None:
         _progress(
@@ -165,7 +175,7 @@ def account_sync(
             phase="done",
             counts=counts,
         )
-    except RunpodError as exc:
+    except (RunpodError, DomainError) as exc:
         log.warning("sync of account %s failed: %s", account.pk, exc.message)
         _progress(
             run,

@@ -3,6 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.shortcuts import redirect, render
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
 from labgov.accounts import access
@@ -11,6 +12,7 @@ from labgov.core.errors import DomainError
 from labgov.runpod.forms import AccountForm, AssignForm, RuleForm
 from labgov.runpod.models import AttributionRule, ResourceKind, RunpodAccount, SyncRun
 from labgov.runpod.pricing import resource_storage_monthly_usd
+from labgov.runpod.removal import account_removal_summary, account_remove
 from labgov.runpod.selectors import (
     account_for_user,
     accounts_for_user,
@@ -20,6 +22,7 @@ from labgov.runpod.selectors import (
 )
 from labgov.runpod.services import (
     account_connect,
+    account_set_active,
     account_set_manual_balance,
     account_test_connection,
     account_update,
@@ -49,6 +52,7 @@ def account_list(request):
     )
 
 
+@sensitive_post_parameters("api_key", "write_key")
 @login_required
 @require_http_methods(["GET", "POST"])
 def account_new(request):
@@ -75,6 +79,7 @@ def account_new(request):
     )
 
 
+@sensitive_post_parameters("api_key", "write_key")
 @login_required
 @require_http_methods(["GET", "POST"])
 def account_edit(request, pk: int):
@@ -83,6 +88,7 @@ def account_edit(request, pk: int):
         request.POST or None,
         labs=Lab.objects.filter(institution_id=account.institution_id),
         key_required=False,
+        has_write_key=bool(account.write_key_encrypted),
         initial={"name": account.name, "lab": account.lab_id, "base_url": account.base_url},
     )
     if request.method == "POST" and form.is_valid():
@@ -98,6 +104,38 @@ def account_edit(request, pk: int):
         "runpod/account_form.html",
         {"form": form, "title": f"Edit {account.name}", "account": account},
     )
+
+
+@login_required
+@require_POST
+def account_active(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    active = request.POST.get("active") == "1"
+    account_set_active(actor=request.user, account=account, active=active)
+    messages.success(
+        request,
+        f"{account.name} is on again: it is synced and may provision."
+        if active
+        else f"{account.name} is deactivated: it is no longer synced or used to provision;"
+        " its history stays.",
+    )
+    return redirect("runpod:account_detail", pk=account.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_remove_view(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    if request.method == "POST":
+        try:
+            account_remove(actor=request.user, account=account)
+        except DomainError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Removed {account.name} and everything it synced.")
+            return redirect("runpod:account_list")
+    summary = account_removal_summary(account)
+    return render(request, "runpod/account_remove.html", {"account": account, "summary": summary})
 
 
 def _status_context(account: RunpodAccount) -> dict:
@@ -157,8 +195,8 @@ def account_balance(request, pk: int):
 @require_POST
 def account_test(request, pk: int):
     account = account_for_user(request.user, pk, manage=True)
-    result = account_test_connection(account=account)
-    (messages.success if result.ok else messages.error)(request, result.message)
+    for result in account_test_connection(account=account):
+        (messages.success if result.ok else messages.error)(request, result.message)
     return redirect("runpod:account_detail", pk=account.pk)
 
 
@@ -166,8 +204,12 @@ def account_test(request, pk: int):
 @require_POST
 def account_sync_now(request, pk: int):
     account = account_for_user(request.user, pk, manage=True)
-    sync_request(actor=request.user, account=account)
-    messages.success(request, "Sync queued; its progress shows below.")
+    try:
+        sync_request(actor=request.user, account=account)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Sync queued; its progress shows below.")
     return redirect("runpod:account_detail", pk=account.pk)
 
 

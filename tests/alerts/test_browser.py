@@ -57,6 +57,8 @@ def test_journey_3_stopped_but_billing_alert_resolved_by_terminating(
         base_url=sim.base_url,
         api_key_encrypted=_encrypt(KEY),
         api_key_last4=KEY[-4:],
+        write_key_encrypted=_encrypt(KEY),
+        write_key_last4=KEY[-4:],
     )
     # The student's pod runs with a 100 GB volume disk, paid by their allocation.
     gpu = sim.state.gpu_types()[0]["id"]

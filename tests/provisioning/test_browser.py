@@ -41,6 +41,8 @@ def test_journey_2_request_approve_provision_sync(world, sim, browser, live_serv
         base_url=sim.base_url,
         api_key_encrypted=_encrypt(KEY),
         api_key_last4=KEY[-4:],
+        write_key_encrypted=_encrypt(KEY),
+        write_key_last4=KEY[-4:],
     )
     # The first sync brings the GPU catalog with Runpod's prices.
     first = account_sync(account_id=account.pk, start=timezone.now() - dt.timedelta(hours=2))

@@ -37,6 +37,8 @@ def account(world, sim):
         base_url=sim.base_url,
         api_key_encrypted=_encrypt(KEY),
         api_key_last4=KEY[-4:],
+        write_key_encrypted=_encrypt(KEY),
+        write_key_last4=KEY[-4:],
     )
 
 

@@ -54,7 +54,7 @@ def test_update_keeps_key_when_empty_and_audits_replacement(world):
     account.refresh_from_db()
     assert account.api_key_last4 == "9876"
     event = AuditEvent.objects.get(action="runpod_account.update")
-    assert event.note == "API key replaced"
+    assert event.note == "Sync key replaced"
 
 
 def test_key_is_never_rendered(world, client_for):

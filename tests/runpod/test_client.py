@@ -1216,11 +1216,14 @@ def test_check_connection_ok(connect):
     pods = ", ".join([GPU_POD, CLUSTER_POD, CPU_POD])
     client, server = connect(ok(f'{{"pods": [{pods}]}}'))
 
-    assert client.check_connection() == ConnectionCheck(
+    check = client.check_connection()
+    assert check == ConnectionCheck(
         ok=True,
         message="Connected: the key can read this account's pods (3 found). A read-only key is"
         " enough for syncing; provisioning needs a key with write access.",
+        pod_ids=check.pod_ids,
     )
+    assert len(check.pod_ids) == 3
     assert server.requests[0].url.path == "/v2/pods"
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from labgov.funding.models import LedgerEntry
 from labgov.runpod.models import BillingRecord
+from labgov.runpod.removal import account_remove
 from labgov.runpod.services import account_connect
 from labgov.runpod.sync import account_sync
 from labgov.usage.models import DailySpend, MonthlySpend
@@ -56,5 +57,8 @@ def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, se
         assert run.status == "succeeded", run.error
         assert run.progress_done == run.progress_total
         results[writers] = _totals(account)
+        # The same Runpod account may be connected only once: the next round's connection
+        # would be refused while this one exists.
+        account_remove(actor=world.inst_admin, account=account)
     assert results[1] == results[3]
     assert results[3]["records"] == results[3]["daily"] == results[3]["monthly"]

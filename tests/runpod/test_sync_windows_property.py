@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from labgov.funding.models import LedgerEntry
 from labgov.runpod.client import RunpodClient
 from labgov.runpod.models import BillingRecord
+from labgov.runpod.removal import account_remove
 from labgov.runpod.services import account_connect
 from labgov.runpod.sync import BILLING_KINDS, account_sync
 from tests.fixtures_sim import hour
@@ -44,6 +45,15 @@ def test_any_windows_in_any_order_store_each_record_once(sim, world, fast_client
         api_key=sim.api_key,
         base_url=sim.base_url,
     )
+    try:
+        _check(sim, account, fast_clients, origin, now, spans)
+    finally:
+        # The examples share one database and one simulator: the next example's connection
+        # of the same Runpod account would be refused as a duplicate while this one exists.
+        account_remove(actor=world.inst_admin, account=account)
+
+
+def _check(sim, account, fast_clients, origin, now, spans) -> None:
     expected: dict[tuple, Decimal] = {}
     with RunpodClient(base_url=sim.base_url, api_key=sim.api_key) as client:
         for offset, length in spans:

@@ -129,7 +129,7 @@ def no_network(monkeypatch):
     monkeypatch.setattr(
         views,
         "account_test_connection",
-        lambda account: ConnectionCheck(ok=False, message="no network"),
+        lambda account: [ConnectionCheck(ok=False, message="no network")],
     )
 
 

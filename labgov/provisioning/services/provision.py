@@ -272,9 +272,9 @@ def provisioning_run(
 ) -> ProvisioningRequest:
     """Create the request's resources on Runpod (the task's body). Safe to run twice: only
     one worker holds the claim, and a retry after an unknown outcome finds what was created."""
-    from labgov.runpod.services import client_for_account
+    from labgov.runpod.services import write_client_for_account
 
-    client_factory = client_factory or client_for_account
+    client_factory = client_factory or write_client_for_account
     if not _claim(request_id):
         return ProvisioningRequest.objects.get(pk=request_id)
     req = ProvisioningRequest.objects.select_related("lab").get(pk=request_id)

@@ -153,6 +153,10 @@ class _Handler(BaseHTTPRequestHandler):
         if refused is not None:
             self._send(problem_response(401, refused))
             return
+        writes = method not in ("GET", "HEAD") and path != "/graphql"
+        if writes and simulator.read_only(self.headers.get("Authorization")):
+            self._send(problem_response(403, "this API key is read-only"))
+            return
         limit_headers, wait = simulator.rate.hit()
         fault = simulator.take_fault(method, path)
         if fault is not None and fault.kind == "slow":
@@ -280,6 +284,7 @@ class SimulatorServer:
         scenario: Scenario | None = None,
         *,
         api_key: str = "sim-key",
+        read_only_keys: tuple[str, ...] = (),
         now: dt.datetime | str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -295,6 +300,8 @@ class SimulatorServer:
         elif now is not None and not isinstance(now, dt.datetime):
             raise ValueError(f'now must be a datetime, "wall" or None, not {now!r}')
         self.api_key = api_key
+        # Keys that may read but not write (Runpod's "Read Only" keys): a write gets a 403.
+        self.read_only_keys = frozenset(read_only_keys)
         self.state = SimState(self.scenario, now)
         self.host = host
         self.rate = RateCounter(rate_limits, enforce_rate_limits)
@@ -409,9 +416,12 @@ class SimulatorServer:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return "malformed Authorization header: expected 'Bearer <API key>'"
-        if token.strip() != self.api_key:
+        if token.strip() != self.api_key and token.strip() not in self.read_only_keys:
             return "invalid API key"
         return None
+
+    def read_only(self, header: str | None) -> bool:
+        return (header or "").partition(" ")[2].strip() in self.read_only_keys
 
     def take_fault(self, method: str, path: str) -> Fault | None:
         with self._lock:
@@ -472,6 +482,8 @@ class SimulatorServer:
     def control(self, method: str, path: str, body: bytes, authorization: str | None) -> Response:
         """/_sim/ routes: state, clock, faults, balance, requests."""
         reason = self.authorized(authorization)
+        if reason is None and self.read_only(authorization):
+            reason = "the control routes need the full key"
         if reason is not None:
             return problem_response(401, reason)
         try:

@@ -66,6 +66,7 @@ class Command(BaseCommand):
                 institution=institution,
                 name=SIM_ACCOUNT,
                 api_key="sim-key",
+                write_key="sim-key",
                 base_url=url,
             )
         elif account.base_url != url.rstrip("/"):
