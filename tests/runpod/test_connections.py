@@ -235,12 +235,13 @@ def test_removing_a_mistaken_connection_takes_its_data_and_reverses_its_ledger_u
     keep = RunpodAccountFactory(institution=world.institution, name="Right one")
     kept_pod = ResourceFactory(account=keep)
     mistaken = _connect(world, sim, "Mistaken")
-    rule_create(
-        actor=world.lab_admin,
+    rule_create(  # a shared account's rule, from before its history: an institution admin's
+        actor=world.inst_admin,
         account=mistaken,
         kind="account",
         pattern="",
         allocation=world.allocation,
+        starts_at=at_sim_now - dt.timedelta(days=60),
     )
     assert _sync(mistaken).status == SyncRun.Status.SUCCEEDED
     billed = sum(
