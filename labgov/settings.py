@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "labgov.funding",
     "labgov.dashboard",
     "labgov.runpod",
+    "labgov.simulator",
     "labgov.usage",
     "labgov.notifications",
     "labgov.provisioning",

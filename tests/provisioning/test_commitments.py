@@ -131,8 +131,8 @@ def test_sync_calls_reconcile(world, monkeypatch):
     """The one call added to the sync: a successful sync ends by reconciling."""
     import labgov.provisioning.services as services
     from labgov.runpod.client import RunpodClient
-    from labgov.runpod.simulator import SimulatorServer, load_scenario
     from labgov.runpod.sync import account_sync
+    from labgov.simulator import SimulatorServer, load_scenario
 
     calls = []
     monkeypatch.setattr(services, "commitments_reconcile", lambda: calls.append(1) or 0)

@@ -13,8 +13,8 @@ from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.services import provisioning_retry, provisioning_run, request_approve
 from labgov.runpod.client import RunpodClient
 from labgov.runpod.models import GpuType
-from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
+from labgov.simulator import SimulatorServer, load_scenario
 from tests.factories import RunpodAccountFactory, _encrypt
 from tests.provisioning.conftest import H100
 

@@ -497,7 +497,7 @@ def load_scenario(name_or_path: str | Path = "default") -> Scenario:
     """A scenario by name (a file in `scenarios/`), by path, or "generated[:k=v,...]"."""
     text = str(name_or_path)
     if text == "generated" or text.startswith("generated:"):
-        from labgov.runpod.simulator.generate import generate_scenario  # noqa: PLC0415
+        from labgov.simulator.generate import generate_scenario  # noqa: PLC0415
 
         options = dict(part.split("=", 1) for part in text.partition(":")[2].split(",") if part)
         return generate_scenario(**{key: int(value) for key, value in options.items()})

@@ -1,7 +1,7 @@
 """Billing arithmetic of the simulator, checked against the prices by hand.
 
 The default scenario's clock stands at 2026-11-20T14:30:00Z; the pods and volumes named here
-are described in labgov/runpod/simulator/scenarios/default.json.
+are described in labgov/simulator/scenarios/default.json.
 """
 
 import datetime as dt
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from labgov.runpod.simulator import SimulatorServer, billing, load_scenario
-from labgov.runpod.simulator.scenario import HOUR
-from tests.runpod.conftest import NOW, UTC, Api
+from labgov.simulator import SimulatorServer, billing, load_scenario
+from labgov.simulator.scenario import HOUR
+from tests.simulator.conftest import NOW, UTC, Api
 
 Q10 = Decimal("1e-10")
 STOPPED_POD = "a4n8d2r6t0w5y1"  # vision-annotate: RTX 4090 community, 100 GB volume disk, EXITED

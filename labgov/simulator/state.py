@@ -16,9 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from labgov.runpod import schema
-from labgov.runpod.simulator import billing, meters, records, render, windows
-from labgov.runpod.simulator.billing import AnyMeter, Meter, Product
-from labgov.runpod.simulator.scenario import (
+from labgov.simulator import billing, meters, records, render, windows
+from labgov.simulator.billing import AnyMeter, Meter, Product
+from labgov.simulator.scenario import (
     ClusterSpec,
     PodSpec,
     Scenario,

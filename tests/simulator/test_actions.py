@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from tests.runpod.conftest import Api, decoded
-from tests.runpod.test_simulator_billing import RUNNING_POD, STOPPED_POD, TERMINATED_POD, q, t
+from tests.simulator.conftest import Api, decoded
+from tests.simulator.test_billing import RUNNING_POD, STOPPED_POD, TERMINATED_POD, q, t
 
 H100 = "NVIDIA H100 80GB HBM3"
 CLUSTER_POD_OF = "cl7v1s2d3p4q5r"

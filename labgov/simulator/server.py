@@ -21,15 +21,15 @@ from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from labgov.runpod.simulator.routes import (
+from labgov.simulator.routes import (
     Response,
     Routes,
     json_response,
     parse_body,
     problem_response,
 )
-from labgov.runpod.simulator.scenario import Scenario, load_scenario
-from labgov.runpod.simulator.state import ApiError, SimState
+from labgov.simulator.scenario import Scenario, load_scenario
+from labgov.simulator.state import ApiError, SimState
 
 FAULT_KINDS = ("429", "500", "503", "slow", "truncate", "malformed", "disconnect")
 # The spec's example quota: (window, requests, seconds).
