@@ -194,6 +194,12 @@ LABGOV_SYNC_OVERLAP_HOURS = env_int("LABGOV_SYNC_OVERLAP_HOURS", 48, minimum=0)
 LABGOV_SYNC_SLICE_HOURS = env_int("LABGOV_SYNC_SLICE_HOURS", 24, minimum=1)
 LABGOV_SYNC_LOCK_SECONDS = env_int("LABGOV_SYNC_LOCK_SECONDS", 900, minimum=30)
 LABGOV_SYNC_WRITERS = env_int("LABGOV_SYNC_WRITERS", 2, minimum=1)
+# What runs after every sync, in order: `step(*, run)` callables given the finished SyncRun.
+# The sync knows none of its consumers; each one that needs fresh spend adds its step here.
+LABGOV_AFTER_SYNC = [
+    "labgov.provisioning.services.commitments.commitments_after_sync",
+    "labgov.alerts.tasks.evaluation_after_sync",
+]
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
     "schedule": LABGOV_SYNC_INTERVAL_MINUTES * 60,
