@@ -214,7 +214,7 @@ LABGOV_PRICE_NETWORK_STANDARD_OVER_TIER = env_decimal(
 )
 # Runpod publishes no high-performance price; this is labgov's assumption until it does.
 LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE = env_decimal("LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE", "0.14")
-LABGOV_NETWORK_TIER_GB = env_int("LABGOV_NETWORK_TIER_GB", 1024, minimum=0)
+LABGOV_NETWORK_TIER_GB = env_int("LABGOV_NETWORK_TIER_GB", 1000, minimum=0)
 
 # Email (see README, "Configuration"). Development prints mail to the console.
 EMAIL_BACKEND = env_str(

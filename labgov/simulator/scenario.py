@@ -56,8 +56,9 @@ class Prices:
     volume_disk_running_gb_month: Decimal = Decimal("0.10")
     volume_disk_stopped_gb_month: Decimal = Decimal("0.20")
     network_standard_gb_month: Decimal = Decimal("0.07")
-    # The 1 TB tier applies to the account's standard capacity, not to each volume.
-    network_standard_tier_gb: int = 1024
+    # The 1 TB (1,000 GB of 10^9 bytes) tier applies to the account's standard capacity, not
+    # to each volume.
+    network_standard_tier_gb: int = 1000
     network_standard_beyond_tier_gb_month: Decimal = Decimal("0.05")
     # Runpod publishes no price for high-performance volumes; twice standard is our pick.
     network_high_performance_gb_month: Decimal = Decimal("0.14")

@@ -216,10 +216,11 @@ def test_delete_network_volume_stops_its_billing_and_frees_tier_room(sim, api):
     assert by_volume[("th5d8r2y7e", t("11-20T14:00"))]["standardAmount"] == q(
         300 * Decimal("0.07") / 2 / 730
     )
-    # With 300 GB gone, all 750 GB of vision-checkpoints fit the first tier from 14:30.
+    # With 300 GB gone, the older nv4lpd7x2k's 500 GB leave room for 500 of vision-checkpoints'
+    # 750 GB in the 1,000 GB tier from 14:30 (200 before).
     checkpoints = by_volume[("vc8h2m5q1z", t("11-20T15:00"))]
     assert checkpoints["standardAmount"] == q(
-        524 * Decimal("0.07") / 730 + 226 * Decimal("0.05") / 730
+        500 * Decimal("0.07") / 730 + 250 * Decimal("0.05") / 730
     )
 
 
