@@ -293,7 +293,8 @@ def parse_time(text: str) -> int:
 
 
 def iso(t: int) -> str:
-    return from_epoch(t).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, unlike strftime's %Y, writes years before 1000 with four digits (0999-...).
+    return from_epoch(t).isoformat()[:19] + "Z"
 
 
 # Reading and writing the JSON format.

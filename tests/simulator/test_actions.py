@@ -177,7 +177,8 @@ def test_create_cpu_pod(api):
         ({"bogus": 1}, 422),  # unknown property
         ({"image": None}, 422),  # image or templateId
         ({"gpu": {"id": H100, "count": 0}}, 422),
-        ({"cpu": {"id": "cpu3c", "vcpuCount": 4}}, 422),  # gpu and cpu
+        ({"cpu": {"id": "cpu3c", "vcpuCount": 4}}, 400),  # gpu and cpu: a cross-field rule
+        ({"gpu": {"id": H100, "count": 1.0}}, 422),  # an integer written as a float
         ({"mounts": {"persistent": {"size": 5, "path": "/w"}}}, 422),  # below the minimum size
         ({"gpu": {"id": "NVIDIA Imaginary 9000"}}, 400),
         ({"gpu": {"id": H100, "count": 9}}, 400),
