@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "labgov.funding",
     "labgov.dashboard",
     "labgov.runpod",
+    "labgov.simulator",
     "labgov.usage",
     "labgov.notifications",
     "labgov.provisioning",
@@ -244,6 +245,12 @@ LABGOV_RUNPOD_HOSTS = env_list(
     "LABGOV_RUNPOD_HOSTS", ["127.0.0.1", "localhost", "::1"] if DEBUG else []
 )
 LABGOV_SYNC_WRITERS = env_int("LABGOV_SYNC_WRITERS", 2, minimum=1)
+# What runs after every sync, in order: `step(*, run)` callables given the finished SyncRun.
+# The sync knows none of its consumers; each one that needs fresh spend adds its step here.
+LABGOV_AFTER_SYNC = [
+    "labgov.provisioning.services.commitments.commitments_after_sync",
+    "labgov.alerts.tasks.evaluation_after_sync",
+]
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
     "schedule": LABGOV_SYNC_INTERVAL_MINUTES * 60,
@@ -258,7 +265,7 @@ LABGOV_PRICE_NETWORK_STANDARD_OVER_TIER = env_decimal(
 )
 # Runpod publishes no high-performance price; this is labgov's assumption until it does.
 LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE = env_decimal("LABGOV_PRICE_NETWORK_HIGH_PERFORMANCE", "0.14")
-LABGOV_NETWORK_TIER_GB = env_int("LABGOV_NETWORK_TIER_GB", 1024, minimum=0)
+LABGOV_NETWORK_TIER_GB = env_int("LABGOV_NETWORK_TIER_GB", 1000, minimum=0)
 
 # Email (see README, "Configuration"). Development prints mail to the console.
 EMAIL_BACKEND = env_str(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from labgov.runpod.simulator import SimulatorServer, load_scenario
+from labgov.simulator import SimulatorServer, load_scenario
 
 
 @pytest.fixture

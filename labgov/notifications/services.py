@@ -20,6 +20,7 @@ from labgov.accounts.models import Lab
 from labgov.audit.services import audit_record
 from labgov.core.crypto import SecretUnreadable, decrypt, encrypt
 from labgov.core.errors import DomainError
+from labgov.core.queue import task_enqueue_on_commit
 from labgov.core.snapshots import snapshot
 from labgov.notifications.kinds import (
     SEVERITY_RANK,
@@ -95,10 +96,8 @@ def notify(
         ).values_list("pk", flat=True)
     )
     if severity == Severity.CRITICAL:
-        from labgov.notifications.tasks import send_notification_email
-
         for pk in ids:
-            transaction.on_commit(lambda pk=pk: send_notification_email.delay(pk), robust=True)
+            task_enqueue_on_commit("labgov.notifications.tasks.send_notification_email", pk)
     return ids
 
 
@@ -455,9 +454,7 @@ def _webhook_enqueue(
         },
     )
     if created:
-        from labgov.notifications.tasks import deliver_webhook
-
-        transaction.on_commit(lambda: deliver_webhook.delay(delivery.pk), robust=True)
+        task_enqueue_on_commit("labgov.notifications.tasks.deliver_webhook", delivery.pk)
 
 
 def _tls_context() -> ssl.SSLContext | bool:

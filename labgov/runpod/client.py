@@ -246,13 +246,16 @@ class RunpodClient:
 
     def account_balance(self) -> AccountBalance | None:
         """The account's balance from Runpod's GraphQL API, or None where that API is gone
-        (it retires in early 2027; admins then enter the balance by hand)."""
+        (it retires in early 2027; admins then enter the balance by hand). A server without
+        it (404, 405, 410, 501) answers at once: none of those is retried."""
         try:
             _, data = self._session.request(
                 "POST", "/graphql", body={"query": BALANCE_QUERY}, read=decode_json
             )
-        except RunpodNotFound:
-            return None
+        except RunpodError as exc:
+            if exc.status in GRAPHQL_ABSENT:
+                return None
+            raise
         return parse_balance(data)
 
     # -- Connection test --------------------------------------------------------------------
@@ -334,6 +337,8 @@ class RunpodClient:
         return data
 
 
+# Answers meaning "this server has no GraphQL API": the balance is unavailable, not failing.
+GRAPHQL_ABSENT = frozenset({404, 405, 410, 501})
 BALANCE_QUERY = "query Balance { myself { clientBalance currentSpendPerHr spendLimit } }"
 
 

@@ -2,10 +2,11 @@
 retries, and Runpod's errors turned into the exceptions of `errors.py` with readable messages.
 
 Every request is bounded: at most `max_attempts` sends and `deadline_s` seconds in all, waits
-included, and each send's timeouts are cut to the time left. Retried: 429 (after its
-Retry-After), 5xx, 408, network errors and timeouts, and a 2xx body that `read` finds cut short.
-Not retried: every other 4xx, and a redirect (it means a wrong base URL; following it could
-send the key elsewhere).
+included, and each send's timeouts are cut to the time left. Retried is only what can succeed
+on a retry: 429 (after its Retry-After), 5xx other than 501, 408, network errors and timeouts,
+and a 2xx body that `read` finds cut short. Not retried: 501 Not Implemented (the server does
+not do this and will not next time), every other 4xx, and a redirect (it means a wrong base
+URL; following it could send the key elsewhere).
 
 A request that is not idempotent (creating a pod) is retried only when it certainly did not
 reach Runpod (no connection was made) or on a 429; any other failure raises
@@ -185,7 +186,7 @@ class Session:
                         logged = f"an unreadable {status} answer"
                 elif status == 429:
                     failure, retry_after = "429 Too Many Requests", _retry_after_s(response)
-                elif status >= 500 or status == 408:
+                elif (status >= 500 and status != 501) or status == 408:
                     failure = self._status_summary(response)
                     if not idempotent:
                         raise self._outcome_unknown(method, path, failure)

@@ -3,6 +3,10 @@
 Each step is idempotent. Billing is fetched in slices of the window, and each slice is written
 (records, attribution, ledger usage) in its own transaction: memory stays bounded, and a sync
 that fails half-way leaves every slice either as it was or wholly updated, never in between.
+
+What runs after a sync (commitments, alerts, and whatever else consumes synced spend) is not
+this module's business: settings.LABGOV_AFTER_SYNC lists those steps, in order, and the sync
+calls each with its finished run. The sync imports none of its consumers.
 """
 
 import datetime as dt
@@ -18,6 +22,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC, hour_floor
@@ -194,19 +199,33 @@ def account_sync(
         raise
     finally:
         lock_release(account.pk, token)
-    _alerts_after_sync(account.institution_id)
+    after_sync_run(run)
     return run
 
 
-def _alerts_after_sync(institution_id: int) -> None:
-    """Alerts are evaluated after every sync, succeeded or failed (a failing sync is itself
-    an alert), in a task of their own: a slow evaluation never holds up the next sync."""
-    from labgov.alerts.tasks import evaluate_institution
-
-    try:
-        transaction.on_commit(lambda: evaluate_institution.delay(institution_id), robust=True)
-    except Exception:  # the broker being down must not turn a good sync into a failure
-        log.exception("could not queue the alert evaluation of institution %s", institution_id)
+def after_sync_run(run: SyncRun) -> None:
+    """Run the steps of settings.LABGOV_AFTER_SYNC on a finished (succeeded or failed) run.
+    Each step is `step(*, run) -> dict | None`; what it returns joins the run's counts. Every
+    step runs even when an earlier one fails; a failure is logged, named in the run's counts
+    and then raised, as a bug in the sync itself would be."""
+    counts = dict(run.counts or {})
+    seconds = dict(counts.get("seconds") or {})
+    failures: list[tuple[str, Exception]] = []
+    for path in settings.LABGOV_AFTER_SYNC:
+        started = time.perf_counter()
+        try:
+            counts.update(import_string(path)(run=run) or {})
+        except Exception as exc:
+            log.exception("after-sync step %s failed for sync run %s", path, run.pk)
+            failures.append((path, exc))
+        seconds[f"after:{path.rsplit('.', 1)[-1]}"] = round(time.perf_counter() - started, 2)
+    if run.status == SyncRun.Status.SUCCEEDED:
+        counts["seconds"] = seconds
+    if failures:
+        counts["after_sync_failed"] = [path for path, _ in failures]
+    _progress(run, counts=counts)
+    if failures:
+        raise failures[0][1]
 
 
 def _sync(account, run, token, window: Window, client_factory) -> dict:
@@ -270,9 +289,6 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
     finish_started = clock()
     with transaction.atomic():
         unattributed_refresh(account=account)
-    from labgov.provisioning.services import commitments_reconcile
-
-    counts["commitments_released"] = commitments_reconcile()
     seconds["finish"] = clock() - finish_started
     counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     return counts

@@ -15,8 +15,8 @@ from labgov.audit.models import AuditEvent
 from labgov.notifications.models import Notification
 from labgov.runpod.models import Resource
 from labgov.runpod.services import resource_assign
-from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
+from labgov.simulator import SimulatorServer, load_scenario
 from tests.factories import RunpodAccountFactory, _encrypt
 from tests.fixtures_browser import login
 from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture

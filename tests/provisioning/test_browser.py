@@ -13,8 +13,8 @@ from labgov.core.money import to_cents
 from labgov.funding.models import Allocation
 from labgov.provisioning.models import ProvisioningRequest
 from labgov.runpod.models import BillingRecord
-from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
+from labgov.simulator import SimulatorServer, load_scenario
 from tests.factories import RunpodAccountFactory, _encrypt
 from tests.fixtures_browser import login
 

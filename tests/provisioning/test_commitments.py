@@ -130,11 +130,11 @@ def test_reconcile_touches_only_requests_with_money_committed(submitted, world):
 
 
 def test_sync_calls_reconcile(world, monkeypatch):
-    """The one call added to the sync: a successful sync ends by reconciling."""
-    import labgov.provisioning.services as services
+    """A successful sync ends by reconciling, through its step in LABGOV_AFTER_SYNC."""
+    import labgov.provisioning.services.commitments as services
     from labgov.runpod.client import RunpodClient
-    from labgov.runpod.simulator import SimulatorServer, load_scenario
     from labgov.runpod.sync import account_sync
+    from labgov.simulator import SimulatorServer, load_scenario
 
     calls = []
     monkeypatch.setattr(services, "commitments_reconcile", lambda: calls.append(1) or 0)

@@ -103,7 +103,15 @@ def test_network_volume_tier_and_kept_time(settings):
         hours=D(730),
         storage=Storage(network_volume_gb=2024),
     )
-    assert big.storage_running_usd == D(1024) * D("0.07") + D(1000) * D("0.05")
+    assert big.storage_running_usd == D(1000) * D("0.07") + D(1024) * D("0.05")
+
+
+def test_the_standard_tier_ends_at_runpods_1_tb_of_1000_gb():
+    """GB are 10^9 bytes (README), so Runpod's 1 TB tier is 1,000 GB: 1,500 GB cost
+    1,000 x $0.07 + 500 x $0.05 = $95.00 a month, not $95.48."""
+    from labgov.runpod.pricing import network_volume_monthly_usd
+
+    assert network_volume_monthly_usd(size_gb=1500, volume_type="STANDARD") == D("95.00")
 
 
 def test_hours_per_month_setting_is_used(settings):

@@ -13,8 +13,8 @@ from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.services import provisioning_retry, provisioning_run, request_approve
 from labgov.runpod.client import RunpodClient
 from labgov.runpod.models import GpuType
-from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
+from labgov.simulator import SimulatorServer, load_scenario
 from tests.factories import RunpodAccountFactory, _encrypt
 from tests.fixtures_sim import hour
 from tests.provisioning.conftest import H100
@@ -269,3 +269,37 @@ def test_client_creates_a_network_volume(sim):
 
         with pytest.raises(RunpodRequestInvalid):
             client.create_network_volume({"name": "v", "size": 5, "dataCenter": "EU-RO-1"})
+
+
+@pytest.mark.parametrize("data_center_id", ["", "US-KS-2"])
+def test_no_capacity_on_runpod_is_said_in_words_and_a_retry_places_it(
+    world, approved, sim, account, data_center_id
+):
+    """Runpod's 400 "could not be placed" (no free GPUs of that type there): the request has
+    one GPU type and cloud, so there is no other candidate to try; the requester reads why,
+    the money committed is released, and a later retry creates the pod."""
+    req = approved(data_center_id=data_center_id)
+    sim.inject_fault(path_prefix="/v2/pods", kind="capacity", method="POST")
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.FAILED
+    where = " in US-KS-2" if data_center_id else ""
+    assert req.last_error.startswith(
+        f"Runpod has no free capacity for {req.gpu_count} × {req.gpu_type_id} in Secure Cloud"
+        f"{where} right now (400: "
+    ), req.last_error
+    assert "could not be placed" in req.last_error
+    assert "another GPU type, cloud or data center" in req.last_error
+    assert req.commitment_usd == 0
+    assert _ours(sim, req) == []
+    provisioning_retry(actor=world.member, req=req)
+    req = provisioning_run(request_id=req.pk, client_factory=quick())
+    assert req.state == S.PROVISIONED and len(_ours(sim, req)) == 1
+
+
+def test_a_403_for_the_gpu_type_is_said_in_words(world, approved, sim, account):
+    sim.inject_fault(path_prefix="/v2/pods", kind="403", method="POST")
+    req = provisioning_run(request_id=approved().pk, client_factory=quick())
+    assert req.state == S.FAILED
+    assert f"Runpod refused to create {req.gpu_count} × {req.gpu_type_id}" in req.last_error
+    assert "write access" in req.last_error and "this GPU type or cloud" in req.last_error
+    assert _ours(sim, req) == []

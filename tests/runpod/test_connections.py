@@ -28,8 +28,8 @@ from labgov.runpod.services import (
     sync_request,
     write_client_for_account,
 )
-from labgov.runpod.simulator import SimulatorServer, load_scenario
 from labgov.runpod.sync import account_sync
+from labgov.simulator import SimulatorServer, load_scenario
 from labgov.usage.models import DailySpend
 from labgov.usage.periods import period_close
 from tests.factories import InstitutionFactory, ResourceFactory, RunpodAccountFactory

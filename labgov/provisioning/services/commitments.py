@@ -101,6 +101,14 @@ def _desired(req: ProvisioningRequest, actual: Decimal, all_gone: bool) -> Decim
     return max(ZERO, req.estimate_total_usd - actual)
 
 
+def commitments_after_sync(*, run) -> dict:
+    """After-sync step (settings.LABGOV_AFTER_SYNC): a successful sync brings the actual
+    spend that takes over from what approvals committed."""
+    if run.status != "succeeded":
+        return {}
+    return {"commitments_released": commitments_reconcile()}
+
+
 def commitments_reconcile(*, request_ids=None) -> int:
     """Release what requests no longer need committed: all of it once a request ended (or all
     its resources are gone), else the part its actual spend has taken over. Returns the number

@@ -122,7 +122,19 @@ def provisioning_resume(*, now: dt.datetime | None = None) -> int:
     return len(stuck)
 
 
-def explain(exc: RunpodError) -> str:
+# Runpod's 400 for "this GPU and data center could not be placed" has no code of its own, only
+# a detail in words (see the spec's createPod); these are the words that say so.
+_NO_CAPACITY_WORDS = ("could not be placed", "capacity", "no available", "not available")
+
+
+def _what(req: ProvisioningRequest | None) -> str:
+    if req is None:
+        return "the pod"
+    where = f" in {req.data_center_id}" if req.data_center_id else ""
+    return f"{req.gpu_count} × {req.gpu_type_id} in {req.get_cloud_display()}{where}"
+
+
+def explain(exc: RunpodError, req: ProvisioningRequest | None = None) -> str:
     """A Runpod failure in words for the requester and the approver."""
     if isinstance(exc, RunpodInsufficientBalance):
         return (
@@ -130,10 +142,24 @@ def explain(exc: RunpodError) -> str:
             "(402; deploying needs at least one hour of credit). Add credit to the Runpod "
             "account, then retry."
         )
+    if isinstance(exc, RunpodAuthError) and exc.status == 403:
+        return (
+            f"Runpod refused to create {_what(req)} (403{_colon(exc.detail)}): either the "
+            "connected API key lacks write access (an institution admin must give it write "
+            "access, then retry) or the Runpod account may not use this GPU type or cloud "
+            "(cancel, and submit a request for another)."
+        )
     if isinstance(exc, RunpodAuthError):
         return (
             f"The connected Runpod API key may not create pods ({exc.status}). An institution "
             "admin must give the key write access, then retry."
+        )
+    detail = (exc.detail or "").lower()
+    if exc.status == 400 and any(words in detail for words in _NO_CAPACITY_WORDS):
+        return (
+            f"Runpod has no free capacity for {_what(req)} right now (400: {exc.detail}). "
+            "Nothing was started and nothing is charged for the pod. Retry later, or cancel "
+            "and submit the request with another GPU type, cloud or data center."
         )
     if isinstance(exc, RunpodRequestInvalid):
         detail = exc.detail or "; ".join(exc.errors) or exc.message
@@ -147,6 +173,10 @@ def explain(exc: RunpodError) -> str:
             "created: retrying looks for it first, so it is never created twice."
         )
     return f"Runpod answered with an error: {exc.message} Retry, or cancel the request."
+
+
+def _colon(detail: str) -> str:
+    return f": {detail}" if detail else ""
 
 
 def _claim(request_id: int) -> bool:
@@ -295,7 +325,7 @@ def provisioning_run(
         log.warning("provisioning request %s failed: %s", request_id, exc.message)
         return provisioning_fail(
             request_id=request_id,
-            message=explain(exc),
+            message=explain(exc, req),
             account=account,
             # A volume this attempt created stays its own: the retry mounts it.
             outcome_unknown=not isinstance(exc, KNOWN_REFUSALS) or bool(created),

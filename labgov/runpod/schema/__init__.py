@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -51,7 +51,23 @@ def validate(def_name: str, instance: Any) -> None:
     validator(def_name).validate(instance)
 
 
-def errors(def_name: str, instance: Any) -> list[str]:
-    """Every problem with `instance`, one readable line each (empty when it fits)."""
-    found = sorted(validator(def_name).iter_errors(instance), key=lambda e: list(e.path))
+# JSON Schema counts 10.0 as an integer; a server reading a request body does not.
+_StrictIntegers = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
+@functools.cache
+def _strict_validator(def_name: str) -> Draft202012Validator:
+    return _StrictIntegers(validator(def_name).schema, registry=_registry())
+
+
+def errors(def_name: str, instance: Any, *, integers_strict: bool = False) -> list[str]:
+    """Every problem with `instance`, one readable line each (empty when it fits).
+    `integers_strict`: an integer must be written as one (10, not 10.0)."""
+    check = _strict_validator(def_name) if integers_strict else validator(def_name)
+    found = sorted(check.iter_errors(instance), key=lambda e: list(e.path))
     return [f"{e.json_path}: {e.message}" for e in found]

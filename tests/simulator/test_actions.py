@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from tests.runpod.conftest import Api, decoded
-from tests.runpod.test_simulator_billing import RUNNING_POD, STOPPED_POD, TERMINATED_POD, q, t
+from tests.simulator.conftest import Api, decoded
+from tests.simulator.test_billing import RUNNING_POD, STOPPED_POD, TERMINATED_POD, q, t
 
 H100 = "NVIDIA H100 80GB HBM3"
 CLUSTER_POD_OF = "cl7v1s2d3p4q5r"
@@ -177,7 +177,8 @@ def test_create_cpu_pod(api):
         ({"bogus": 1}, 422),  # unknown property
         ({"image": None}, 422),  # image or templateId
         ({"gpu": {"id": H100, "count": 0}}, 422),
-        ({"cpu": {"id": "cpu3c", "vcpuCount": 4}}, 422),  # gpu and cpu
+        ({"cpu": {"id": "cpu3c", "vcpuCount": 4}}, 400),  # gpu and cpu: a cross-field rule
+        ({"gpu": {"id": H100, "count": 1.0}}, 422),  # an integer written as a float
         ({"mounts": {"persistent": {"size": 5, "path": "/w"}}}, 422),  # below the minimum size
         ({"gpu": {"id": "NVIDIA Imaginary 9000"}}, 400),
         ({"gpu": {"id": H100, "count": 9}}, 400),
@@ -216,10 +217,11 @@ def test_delete_network_volume_stops_its_billing_and_frees_tier_room(sim, api):
     assert by_volume[("th5d8r2y7e", t("11-20T14:00"))]["standardAmount"] == q(
         300 * Decimal("0.07") / 2 / 730
     )
-    # With 300 GB gone, all 750 GB of vision-checkpoints fit the first tier from 14:30.
+    # With 300 GB gone, the older nv4lpd7x2k's 500 GB leave room for 500 of vision-checkpoints'
+    # 750 GB in the 1,000 GB tier from 14:30 (200 before).
     checkpoints = by_volume[("vc8h2m5q1z", t("11-20T15:00"))]
     assert checkpoints["standardAmount"] == q(
-        524 * Decimal("0.07") / 730 + 226 * Decimal("0.05") / 730
+        500 * Decimal("0.07") / 730 + 250 * Decimal("0.05") / 730
     )
 
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from labgov.runpod.simulator import SimulatorServer, generate_scenario, load_scenario
-from labgov.runpod.simulator.scenario import SCENARIO_DIR, epoch, scenario_from_dict
-from tests.runpod.conftest import NOW, UTC, Api
+from labgov.simulator import SimulatorServer, generate_scenario, load_scenario
+from labgov.simulator.scenario import SCENARIO_DIR, epoch, scenario_from_dict
+from tests.simulator.conftest import NOW, UTC, Api
 
 
 def test_default_scenario_has_every_kind_of_resource_the_sync_must_handle():

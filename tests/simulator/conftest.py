@@ -12,7 +12,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from labgov.runpod.simulator import SimulatorServer, generate_scenario
+from labgov.simulator import SimulatorServer, generate_scenario
 
 UTC = dt.UTC
 NOW = dt.datetime(2026, 11, 20, 14, 30, tzinfo=UTC)  # the default scenario's now

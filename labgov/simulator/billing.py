@@ -7,7 +7,7 @@ rates are exact decimals ($/h for compute, GB x $/GB/month for storage) and the 
 carries the 3600 s and the 730 h month, so the only rounding is that quantization. Hours cut by
 an edge (a start, a stop) are many and each different, so they are computed with the same rates
 scaled to exact integers: the same exact quotient, rounded the same way, at a fifth of the cost
-(tests/runpod/test_simulator_billing.py checks the two agree).
+(tests/simulator/test_billing.py checks the two agree).
 
 Bigger buckets are sums of the quantized hourly amounts, and the account's record for a bucket
 is the sum of every resource's, so all totals agree to the last digit. Quantized amounts are
@@ -23,7 +23,7 @@ import functools
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 
-from labgov.runpod.simulator.scenario import HOUR
+from labgov.simulator.scenario import HOUR
 
 FOREVER = 2**62
 UNITS = 10**10  # amounts are integers of 1e-10 USD

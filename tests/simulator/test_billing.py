@@ -1,7 +1,7 @@
 """Billing arithmetic of the simulator, checked against the prices by hand.
 
 The default scenario's clock stands at 2026-11-20T14:30:00Z; the pods and volumes named here
-are described in labgov/runpod/simulator/scenarios/default.json.
+are described in labgov/simulator/scenarios/default.json.
 """
 
 import datetime as dt
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from labgov.runpod.simulator import SimulatorServer, billing, load_scenario
-from labgov.runpod.simulator.scenario import HOUR
-from tests.runpod.conftest import NOW, UTC, Api
+from labgov.simulator import SimulatorServer, billing, load_scenario
+from labgov.simulator.scenario import HOUR
+from tests.simulator.conftest import NOW, UTC, Api
 
 Q10 = Decimal("1e-10")
 STOPPED_POD = "a4n8d2r6t0w5y1"  # vision-annotate: RTX 4090 community, 100 GB volume disk, EXITED
@@ -80,11 +80,12 @@ def test_network_volumes_share_the_account_1tb_standard_tier_oldest_first(api):
         record = hour_record(api, "/v2/billing/network-volumes", "networkVolumeId", volume_id, at)
         return record
 
-    # After tmp-conversion went (2026-11-15): 300 + 500 GB in the tier, then 224 of 750.
+    # After tmp-conversion went (2026-11-15): 300 + 500 GB in the 1,000 GB tier, then 200 of
+    # 750.
     at = t("11-18T05:00")
     assert rate("th5d8r2y7e", at)["standardAmount"] == q(300 * Decimal("0.07") / 730)
     assert rate("nv4lpd7x2k", at)["standardAmount"] == q(500 * Decimal("0.07") / 730)
-    checkpoints = 224 * Decimal("0.07") + 526 * Decimal("0.05")
+    checkpoints = 200 * Decimal("0.07") + 550 * Decimal("0.05")
     assert rate("vc8h2m5q1z", at)["standardAmount"] == q(checkpoints / 730)
     # While tmp-conversion existed it was youngest: all 150 GB beyond the tier.
     assert rate("tm9p2x5d3v", t("11-01T05:00"))["standardAmount"] == q(150 * Decimal("0.05") / 730)

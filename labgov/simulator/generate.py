@@ -11,7 +11,7 @@ import random
 import string
 from decimal import Decimal
 
-from labgov.runpod.simulator.scenario import (
+from labgov.simulator.scenario import (
     HOUR,
     ClusterSpec,
     EndpointSpec,

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tests.runpod.conftest import Api, decoded
+from tests.simulator.conftest import Api, decoded
 
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 
@@ -113,7 +113,7 @@ def test_rate_limit_headers_follow_the_spec_format(api):
 
 
 def test_enforced_rate_limit_answers_429_with_retry_after():
-    from labgov.runpod.simulator import SimulatorServer
+    from labgov.simulator import SimulatorServer
 
     limits = (("minute", 2, 60),)
     with SimulatorServer(rate_limits=limits, enforce_rate_limits=True) as sim:
@@ -178,7 +178,7 @@ def test_keep_alive_serves_many_requests_on_one_connection(sim):
 
 
 def test_large_billing_answers_are_streamed_in_chunks(sim, small_generated):
-    from labgov.runpod.simulator import SimulatorServer
+    from labgov.simulator import SimulatorServer
 
     with SimulatorServer(scenario=small_generated, stream_after=64 * 1024) as big:
         api = Api(big)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from http import HTTPStatus
 from typing import Any
 
-from labgov.runpod.simulator.scenario import (
+from labgov.simulator.scenario import (
     ClusterSpec,
     EndpointSpec,
     GpuTypeSpec,

@@ -21,17 +21,40 @@ from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from labgov.runpod.simulator.routes import (
+from labgov.simulator.routes import (
     Response,
     Routes,
     json_response,
     parse_body,
     problem_response,
 )
-from labgov.runpod.simulator.scenario import Scenario, load_scenario
-from labgov.runpod.simulator.state import ApiError, SimState
+from labgov.simulator.scenario import Scenario, load_scenario
+from labgov.simulator.state import ApiError, SimState
 
-FAULT_KINDS = ("429", "500", "503", "slow", "truncate", "malformed", "disconnect")
+# "capacity" is the spec's 400 for a pod whose GPU and data center could not be placed; "403" a
+# key without access to what it asked for; "404" and "501" a server without the route at all.
+FAULT_KINDS = (
+    "429",
+    "500",
+    "503",
+    "capacity",
+    "403",
+    "404",
+    "501",
+    "slow",
+    "truncate",
+    "malformed",
+    "disconnect",
+)
+ANSWER_FAULTS = {
+    "429": (429, "rate limit exceeded for the minute window"),
+    "500": (500, "internal error (injected)"),
+    "503": (503, "service unavailable (injected)"),
+    "capacity": (400, "this GPU and data center combination could not be placed (injected)"),
+    "403": (403, "this API key cannot access the requested resource (injected)"),
+    "404": (404, "no such route on this server (injected)"),
+    "501": (501, "not implemented on this server (injected)"),
+}
 # The spec's example quota: (window, requests, seconds).
 RATE_LIMITS = (("minute", 60, 60), ("hour", 3000, 3600), ("day", 50000, 86400))
 # Bodies bigger than this go out chunked, as they are generated; smaller ones with a length
@@ -164,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
         if wait is not None:
             response = problem_response(429, "rate limit exceeded")
             response.headers["Retry-After"] = str(wait)
-        elif fault is not None and fault.kind in ("429", "500", "503"):
+        elif fault is not None and fault.kind in ANSWER_FAULTS:
             response = self._fault_response(fault)
         elif fault is not None and fault.kind == "disconnect":
             self.close_connection = True
@@ -195,13 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _fault_response(self, fault: Fault) -> Response:
-        status = int(fault.kind)
-        details = {
-            429: "rate limit exceeded for the minute window",
-            500: "internal error (injected)",
-            503: "service unavailable (injected)",
-        }
-        response = problem_response(status, details[status])
+        status, detail = ANSWER_FAULTS[fault.kind]
+        response = problem_response(status, detail)
         if status == 429:
             response.headers["Retry-After"] = str(fault.retry_after)
         return response

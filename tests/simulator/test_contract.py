@@ -9,9 +9,9 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from labgov.runpod.schema import validate
-from labgov.runpod.simulator import SimulatorServer, load_scenario
-from tests.runpod.conftest import Api, decoded
+from labgov.simulator import SimulatorServer, load_scenario
 from tests.runpod.openapi import SKIP_REASON, load_openapi
+from tests.simulator.conftest import Api, decoded
 
 LISTS = [
     ("/v2/pods", {}, "ListPodsResponse"),

@@ -1,6 +1,6 @@
 """A Runpod REST API v2 simulator: a real HTTP server over scenario data kept in the repo.
 
-    from labgov.runpod.simulator import SimulatorServer, load_scenario
+    from labgov.simulator import SimulatorServer, load_scenario
 
     with SimulatorServer(scenario=load_scenario("default"), api_key="sim-key") as sim:
         sim.base_url, sim.state, sim.set_now(...), sim.advance(hours=3)
@@ -13,10 +13,10 @@ HTTP behaviour, faults and the /_sim/ control routes. `python manage.py runpod_s
 runs it on its own.
 """
 
-from labgov.runpod.simulator.generate import generate_scenario
-from labgov.runpod.simulator.scenario import Scenario, load_scenario
-from labgov.runpod.simulator.server import FAULT_KINDS, Fault, SimulatorServer
-from labgov.runpod.simulator.state import SimState
+from labgov.simulator.generate import generate_scenario
+from labgov.simulator.scenario import Scenario, load_scenario
+from labgov.simulator.server import FAULT_KINDS, Fault, SimulatorServer
+from labgov.simulator.state import SimState
 
 __all__ = [
     "FAULT_KINDS",

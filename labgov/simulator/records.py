@@ -9,7 +9,7 @@ import bisect
 import json
 from collections.abc import Iterator
 
-from labgov.runpod.simulator.billing import (
+from labgov.simulator.billing import (
     ACCOUNT_FIELDS,
     FOREVER,
     UNITS,
@@ -19,8 +19,8 @@ from labgov.runpod.simulator.billing import (
     Vector,
     floor_hour,
 )
-from labgov.runpod.simulator.scenario import HOUR, iso
-from labgov.runpod.simulator.windows import Window, bucket_floor, bucket_next, bucket_starts
+from labgov.simulator.scenario import HOUR, iso
+from labgov.simulator.windows import Window, bucket_floor, bucket_next, bucket_starts
 
 CHUNK_CHARS = 1 << 18  # a streamed response goes out in pieces of about this size
 

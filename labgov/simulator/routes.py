@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labgov.runpod import schema
-from labgov.runpod.simulator import billing, render, windows
-from labgov.runpod.simulator.state import ApiError, SimState
+from labgov.simulator import billing, render, windows
+from labgov.simulator.state import ApiError, SimState
 
 JSON = "application/json"
 PROBLEM = "application/problem+json"

@@ -14,7 +14,7 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labgov.runpod.simulator import SimulatorServer, load_scenario
+from labgov.simulator import SimulatorServer, load_scenario
 
 
 class Command(BaseCommand):

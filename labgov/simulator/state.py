@@ -16,9 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from labgov.runpod import schema
-from labgov.runpod.simulator import billing, meters, records, render, windows
-from labgov.runpod.simulator.billing import AnyMeter, Meter, Product
-from labgov.runpod.simulator.scenario import (
+from labgov.simulator import billing, meters, records, render, windows
+from labgov.simulator.billing import AnyMeter, Meter, Product
+from labgov.simulator.scenario import (
     ClusterSpec,
     PodSpec,
     Scenario,
@@ -294,14 +294,15 @@ class SimState:
     def create_pod(self, body: Any) -> dict:
         if not isinstance(body, dict):
             raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("CreatePodRequest", body)
+        problems = schema.errors("CreatePodRequest", body, integers_strict=True)
         if problems:
             raise ApiError(422, "request validation failed", problems)
+        # Rules across fields are the handler's, not the contract's: the spec answers 400.
         if ("gpu" in body) == ("cpu" in body):
-            raise ApiError(422, "supply exactly one of gpu or cpu", ["$: gpu xor cpu"])
+            raise ApiError(400, "supply exactly one of gpu or cpu", ["$: gpu xor cpu"])
         mounts = body.get("mounts") or {}
         if mounts.get("persistent") and mounts.get("network"):
-            raise ApiError(422, "mounts holds a persistent or a network volume, not both")
+            raise ApiError(400, "mounts holds a persistent or a network volume, not both")
         with self._lock:
             now = self._clock.now()
             pod = self._new_pod(body, now)
@@ -318,7 +319,7 @@ class SimState:
     def create_volume(self, body: Any) -> dict:
         if not isinstance(body, dict):
             raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("CreateNetworkVolumeRequest", body)
+        problems = schema.errors("CreateNetworkVolumeRequest", body, integers_strict=True)
         if problems:
             raise ApiError(422, "request validation failed", problems)
         with self._lock:

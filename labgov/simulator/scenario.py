@@ -56,8 +56,9 @@ class Prices:
     volume_disk_running_gb_month: Decimal = Decimal("0.10")
     volume_disk_stopped_gb_month: Decimal = Decimal("0.20")
     network_standard_gb_month: Decimal = Decimal("0.07")
-    # The 1 TB tier applies to the account's standard capacity, not to each volume.
-    network_standard_tier_gb: int = 1024
+    # The 1 TB (1,000 GB of 10^9 bytes) tier applies to the account's standard capacity, not
+    # to each volume.
+    network_standard_tier_gb: int = 1000
     network_standard_beyond_tier_gb_month: Decimal = Decimal("0.05")
     # Runpod publishes no price for high-performance volumes; twice standard is our pick.
     network_high_performance_gb_month: Decimal = Decimal("0.14")
@@ -292,7 +293,8 @@ def parse_time(text: str) -> int:
 
 
 def iso(t: int) -> str:
-    return from_epoch(t).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # isoformat, unlike strftime's %Y, writes years before 1000 with four digits (0999-...).
+    return from_epoch(t).isoformat()[:19] + "Z"
 
 
 # Reading and writing the JSON format.
@@ -497,7 +499,7 @@ def load_scenario(name_or_path: str | Path = "default") -> Scenario:
     """A scenario by name (a file in `scenarios/`), by path, or "generated[:k=v,...]"."""
     text = str(name_or_path)
     if text == "generated" or text.startswith("generated:"):
-        from labgov.runpod.simulator.generate import generate_scenario  # noqa: PLC0415
+        from labgov.simulator.generate import generate_scenario  # noqa: PLC0415
 
         options = dict(part.split("=", 1) for part in text.partition(":")[2].split(",") if part)
         return generate_scenario(**{key: int(value) for key, value in options.items()})

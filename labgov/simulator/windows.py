@@ -4,7 +4,7 @@ resolves to. Times are whole seconds since the epoch, in UTC."""
 import datetime as dt
 from dataclasses import dataclass
 
-from labgov.runpod.simulator.scenario import HOUR, UTC
+from labgov.simulator.scenario import HOUR, UTC
 
 BUCKET_SIZES = ("hour", "day", "week", "month", "year")
 

@@ -14,7 +14,7 @@ Cluster member pods bill through their cluster (GET /v2/billing/clusters), not a
 
 from decimal import Decimal
 
-from labgov.runpod.simulator.billing import (
+from labgov.simulator.billing import (
     CLUSTER,
     ENDPOINT,
     FOREVER,
@@ -24,7 +24,7 @@ from labgov.runpod.simulator.billing import (
     Meter,
     PeriodicMeter,
 )
-from labgov.runpod.simulator.scenario import (
+from labgov.simulator.scenario import (
     HOUR,
     ClusterSpec,
     EndpointSpec,
