@@ -61,13 +61,44 @@ class RemovalSummary:
         return not self.blockers
 
 
+# What removal deletes with the connection; anything else that refers to it (provisioning
+# requests, and whatever later apps add) keeps it, found through the relations themselves so
+# the sync's app imports none of the apps built on it.
+_REMOVED_WITH_IT = {"runpod", "usage", "alerts"}
+
+
+def _outside_references(account: RunpodAccount) -> list[str]:
+    found = []
+    for relation in RunpodAccount._meta.get_fields(include_hidden=True):
+        if not (relation.auto_created and relation.is_relation and not relation.concrete):
+            continue
+        model = relation.related_model
+        if model._meta.app_label in _REMOVED_WITH_IT:
+            continue
+        count = model._default_manager.filter(**{relation.field.name: account}).count()
+        count += (
+            model._default_manager.filter(resources__account=account)
+            .exclude(**{relation.field.name: account})
+            .distinct()
+            .count()
+            if any(f.name == "resources" for f in model._meta.many_to_many)
+            else 0
+        )
+        if count:
+            name = model._meta.verbose_name if count == 1 else model._meta.verbose_name_plural
+            found.append(
+                f"{count} {name} went through it; their history refers to it."
+                " Deactivate it instead."
+            )
+    return found
+
+
 def _ledger_usage(account):
     return LedgerEntry.objects.filter(source=ledger_source(account), kind=LedgerEntry.Kind.USAGE)
 
 
 def account_removal_summary(account: RunpodAccount) -> RemovalSummary:
     from labgov.alerts.models import Alert
-    from labgov.provisioning.models import ProvisioningRequest
     from labgov.usage.models import DailySpend, MonthlySpend
     from labgov.usage.periods import closed_until
 
@@ -97,18 +128,7 @@ def account_removal_summary(account: RunpodAccount) -> RemovalSummary:
             f" (through {until - dt.timedelta(days=1):%Y-%m-%d}); removing it would change"
             " closed months. Deactivate it instead."
         )
-    requests = ProvisioningRequest.objects.filter(runpod_account=account).count()
-    requests += (
-        ProvisioningRequest.objects.filter(resources__account=account)
-        .exclude(runpod_account=account)
-        .distinct()
-        .count()
-    )
-    if requests:
-        blockers.append(
-            f"{requests} provisioning request{'s' if requests != 1 else ''} went through it;"
-            " their history refers to it. Deactivate it instead."
-        )
+    blockers.extend(_outside_references(account))
     return RemovalSummary(
         resources=resources.count(),
         billing_records=records["count"],
