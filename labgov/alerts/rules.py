@@ -17,6 +17,15 @@ from labgov.alerts.models import Kind, Severity
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import Outlook, burn_window, forecast, gap_words
 from labgov.funding.models import Allocation, FundingSource
+from labgov.runpod.history import (
+    Before,
+    first_billed,
+    history_start,
+    last_compute_end,
+    since_words,
+    stopped_at,
+    volumes_last_used,
+)
 from labgov.runpod.models import BillingRecord, Resource, ResourceKind, RunpodAccount, SyncRun
 from labgov.runpod.pricing import network_volume_monthly_usd, pod_storage_monthly_usd
 from labgov.runpod.types import PodStatus
@@ -104,7 +113,9 @@ def _resource_finding(kind: str, resource: Resource, label: str, **fields) -> Fi
 
 def stopped_pod_disks(ctx: Context) -> list[Finding]:
     """A stopped pod with a volume disk, confirmed by its billing: its latest record (within
-    the last two days) charges disk and no compute, so it is really billing while stopped."""
+    the last two days) charges disk and no compute, so it is really billing while stopped.
+    It has been stopped since its last hour of compute in the billing history, or since
+    before that history begins."""
     latest = BillingRecord.objects.filter(resource=OuterRef("pk")).order_by("-bucket_start")
     pods = (
         _resources(ctx)
@@ -117,6 +128,11 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
             ),
         )
         .filter(last_bucket__gte=ctx.now - CONFIRM_WITHIN, last_disk_usd__gt=0)
+        .annotate(
+            last_compute_at=last_compute_end(),
+            first_billed_at=first_billed(),
+            history_from=history_start(),
+        )
     )
     findings = []
     for pod in pods:
@@ -127,9 +143,18 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
         monthly = pod_storage_monthly_usd(
             status=PodStatus.EXITED, container_disk_gb=0, volume_disk_gb=pod.volume_disk_gb
         )
-        since = pod.status_changed_at
+        since = stopped_at(
+            last_compute=pod.last_compute_at,
+            first_record=pod.first_billed_at,
+            history_from=pod.history_from,
+            status_changed_at=pod.status_changed_at,
+            first_seen_at=pod.first_seen_at,
+        )
         name = pod.name or pod.runpod_id
-        stopped = f"Stopped since {since:%Y-%m-%d %H:%M} UTC" if since else "Stopped"
+        bound = isinstance(since, Before)
+        stopped = f"Stopped since {since_words(since)}" if since else "Stopped"
+        if bound:
+            stopped += " (the start of the billing history labgov holds for this account)"
         findings.append(
             _resource_finding(
                 Kind.STOPPED_POD_DISK,
@@ -145,40 +170,65 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
                     "runpod_id": pod.runpod_id,
                     "volume_disk_gb": pod.volume_disk_gb,
                     "stopped_at": since.isoformat() if since else None,
+                    "stopped_before": bound,
                 },
             )
         )
     return findings
 
 
+def _idle_since(volume, key, last_used, observed) -> dt.datetime | None:
+    """Since when nothing has used the volume: the latest exact moment known (a pod mounting
+    it last billed for compute, a stop of such a pod labgov saw, the volume's creation, or its
+    first billing hour when that is later than the account's history start); failing those,
+    `Before` the start of the history labgov holds; failing that, its first sighting."""
+    history_from = volume.history_from
+    exact = [last_used.get(key), observed.get(key), volume.created_at_runpod]
+    if volume.first_billed_at and history_from and volume.first_billed_at > history_from:
+        exact.append(volume.first_billed_at)  # created within the history: billed from then
+    known = [moment for moment in exact if moment is not None]
+    if known:
+        return max(known)
+    bound = history_from or volume.first_billed_at
+    return Before.of(bound) if bound is not None else volume.first_seen_at
+
+
 def idle_network_volumes(ctx: Context) -> list[Finding]:
-    """A network volume that no running pod of its account has mounted for N days."""
-    volumes = list(_resources(ctx).filter(kind=ResourceKind.NETWORK_VOLUME))
+    """A network volume that no running pod of its account has used for N days, judged from
+    the billing history fetched (hours in which a pod mounting it was billed for compute), so
+    the first sync already flags volumes idle for months."""
+    volumes = list(
+        _resources(ctx)
+        .filter(kind=ResourceKind.NETWORK_VOLUME)
+        .annotate(first_billed_at=first_billed(), history_from=history_start())
+    )
     if not volumes:
         return []
-    # When each volume was last in use, from the pods (gone ones too) that mount it.
+    last_used = volumes_last_used(ctx.institution_id)
+    # Pods that mount a volume now: running ones use it; a stop labgov saw happen (after its
+    # first sighting) is a known last use even before its billing arrives.
     in_use: set[tuple[int, str]] = set()
-    last_used: dict[tuple[int, str], dt.datetime] = {}
+    observed: dict[tuple[int, str], dt.datetime] = {}
     pods = Resource.objects.filter(
         account__institution_id=ctx.institution_id, kind=ResourceKind.POD
     ).exclude(network_volume_id="")
-    for account_id, volume_id, status, changed, seen, gone in pods.values_list(
+    for account_id, volume_id, status, changed, first_seen, gone in pods.values_list(
         "account_id",
         "network_volume_id",
         "status",
         "status_changed_at",
-        "last_seen_at",
+        "first_seen_at",
         "gone_at",
     ):
         key = (account_id, volume_id)
         if gone is None and status in (PodStatus.RUNNING, PodStatus.STARTING):
             in_use.add(key)
             continue
-        moment = changed or seen or gone
-        if status == PodStatus.RUNNING:  # it was running when it vanished
-            moment = gone or seen or changed
-        if moment is not None and (key not in last_used or moment > last_used[key]):
-            last_used[key] = moment
+        # It ran until it vanished, or labgov saw it stop; a terminated pod may have been
+        # stopped long before, so only its billing tells.
+        moment = {PodStatus.RUNNING: gone, PodStatus.EXITED: changed}.get(status)
+        if moment is not None and first_seen is not None and moment > first_seen:
+            observed[key] = max(observed.get(key, moment), moment)
     findings = []
     for volume in volumes:
         key = (volume.account_id, volume.runpod_id)
@@ -187,28 +237,36 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
         config = ctx.settings.for_lab(_lab_and_owner(volume)[0])
         if not config.enabled(Kind.IDLE_NETWORK_VOLUME):
             continue
-        since = last_used.get(key) or volume.created_at_runpod or volume.first_seen_at
+        since = _idle_since(volume, key, last_used, observed)
         idle_days = (ctx.now - since).days
         if idle_days < config.idle_volume_days:
             continue
+        bound = isinstance(since, Before)
         monthly = network_volume_monthly_usd(size_gb=volume.size_gb, volume_type=volume.volume_type)
         name = volume.name or volume.runpod_id
-        used = "used by a running pod" if key in last_used else "mounted by any pod labgov saw"
+        used = "used by a running pod" if key in last_used or key in observed else "used by a pod"
+        span = f"at least {idle_days} days" if bound else f"{idle_days} days"
         findings.append(
             _resource_finding(
                 Kind.IDLE_NETWORK_VOLUME,
                 volume,
                 f"Network volume {name}",
                 title=f"Network volume {name} ({volume.size_gb} GB) has not been {used} for "
-                f"{idle_days} days: {usd(monthly)}/month",
+                f"{span}: {usd(monthly)}/month",
                 detail=f"Network volumes bill the same whether used or not. Idle since "
-                f"{since:%Y-%m-%d}. Keep it if the data is needed; otherwise plan its "
-                f"deletion.",
+                f"{since_words(since)}"
+                + (
+                    ", the start of the billing history labgov holds for this account"
+                    if bound
+                    else ""
+                )
+                + ". Keep it if the data is needed; otherwise plan its deletion.",
                 monthly_cost_usd=monthly,
                 facts={
                     "runpod_id": volume.runpod_id,
                     "size_gb": volume.size_gb,
                     "idle_since": since.isoformat(),
+                    "idle_since_before": bound,
                     "idle_days": idle_days,
                 },
             )

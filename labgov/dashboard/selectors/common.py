@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef, Q
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import burn_window
 from labgov.dashboard.tables import DATE, MONEY, NUMBER, PERCENT, Column, Row, Table, share_percent
+from labgov.runpod.history import stopped_at, with_stop_history
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.pricing import resource_storage_monthly_usd
 from labgov.runpod.types import PodStatus
@@ -125,6 +126,9 @@ class ShownResource:
     funding_name: str
     storage_monthly_usd: Decimal = ZERO
     storage_gb: int = 0
+    # For stopped pods: when they stopped, from billing where labgov did not see it happen
+    # (a `Before` bound where the history held does not reach back that far).
+    stopped_at: dt.datetime | None = None
 
     def get_kind_display(self) -> str:
         return ResourceKind(self.kind).label
@@ -139,23 +143,37 @@ def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResourc
     $/month first, each with `storage_monthly_usd` at Runpod's published prices and
     `storage_gb`), read in one query."""
     running, idle = [], []
-    rows = (
-        Resource.objects.present()
-        .filter(owner_q)
-        .filter(RUNNING_Q | _idle_q())
-        .values_list(
-            *SHOWN_FIELDS,
-            "current_allocation_id",
-            "current_allocation__project_name",
-            "current_allocation__user__username",
-            "current_allocation__user__first_name",
-            "current_allocation__user__last_name",
-            "current_allocation__funding_source__name",
-        )
+    rows = with_stop_history(
+        Resource.objects.present().filter(owner_q).filter(RUNNING_Q | _idle_q())
+    ).values_list(
+        *SHOWN_FIELDS,
+        "current_allocation_id",
+        "current_allocation__project_name",
+        "current_allocation__user__username",
+        "current_allocation__user__first_name",
+        "current_allocation__user__last_name",
+        "current_allocation__funding_source__name",
+        "first_seen_at",
+        "last_compute_at",
+        "first_billed_at",
+        "history_from",
     )
-    for *values, allocation_id, project, username, first, last, funding in rows:
+    shown = len(SHOWN_FIELDS)
+    for row in rows:
+        values = row[:shown]
+        allocation_id, project, username, first, last, funding = row[shown : shown + 6]
+        history = row[shown + 6 :]
         holder = holder_label(project, username, first, last) if allocation_id else "unattributed"
         resource = ShownResource(*values, holder=holder, funding_name=funding or "")
+        if resource.kind == ResourceKind.POD and resource.status == PodStatus.EXITED:
+            first_seen, last_compute, first_billed, history_from = history
+            resource.stopped_at = stopped_at(
+                last_compute=last_compute,
+                first_record=first_billed,
+                history_from=history_from,
+                status_changed_at=resource.status_changed_at,
+                first_seen_at=first_seen,
+            )
         is_running = resource.kind == ResourceKind.CLUSTER or (
             resource.kind == ResourceKind.POD and resource.status == PodStatus.RUNNING
         )
@@ -234,7 +252,7 @@ def storage_table(resources: list[ShownResource], *, with_funding: bool = False)
         cells = [r.name or r.runpod_id, r.get_kind_display(), r.storage_gb]
         if with_funding:
             cells.append(r.funding_name)
-        since = r.status_changed_at if r.kind == ResourceKind.POD else None
+        since = r.stopped_at if r.kind == ResourceKind.POD else None
         cells += [r.holder, since, r.storage_monthly_usd]
         rows.append(Row(cells))
     monthly = sum((r.storage_monthly_usd for r in resources), ZERO)
