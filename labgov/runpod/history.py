@@ -121,3 +121,15 @@ def with_stop_history(queryset):
         first_billed_at=Case(When(unseen_stop, then=first_billed())),
         history_from=Case(When(unseen_stop, then=history_start())),
     )
+
+
+def with_billed_range(queryset):
+    """Annotate resources seen only in billing with their first and last billed hour (two
+    index probes each; nothing for the others)."""
+    billing_only = Q(status="") & ~Q(kind=ResourceKind.ENDPOINT)
+    records = BillingRecord.objects.filter(resource=OuterRef("pk"))
+    last_billed = Subquery(records.order_by("-bucket_start").values("bucket_start")[:1])
+    return queryset.annotate(
+        first_billed_at=Case(When(billing_only, then=first_billed())),
+        last_billed_at=Case(When(billing_only, then=last_billed)),
+    )
