@@ -16,6 +16,7 @@ from labgov.alerts.config import Resolver
 from labgov.alerts.models import Kind, Severity
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import Outlook, burn_window, forecast, gap_words
+from labgov.dashboard.selectors.common import now_rates
 from labgov.funding.models import Allocation, FundingSource
 from labgov.runpod.history import (
     Before,
@@ -368,6 +369,10 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
             k[0]: v for k, v in grouped_sums(spend, ["allocation_id"], "amount_usd").items()
         },
     }
+    # What runs and is stored now on each holder's money: pods started today have no spend
+    # in the last 7 days yet, and the alert goes by the earlier run-out of the two rates.
+    now = now_rates(Q(account__institution_id=ctx.institution_id, account__is_active=True))
+    now_by = {"funding_source": now.by_source, "allocation": now.by_allocation}
     findings = []
     for holder in [*sources, *allocations]:
         key, label, amount, lab_id, fs_id, alloc_id, owner_id = _holder_facts(holder)
@@ -381,9 +386,11 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
             burn_rate_usd=rate,
             today=ctx.today,
             end_date=holder.end_date,
+            now_rate_usd=now_by[kind_key].get(holder.pk, ZERO),
         )
         if outlook.outlook != Outlook.RUNS_OUT_EARLY or not outlook.days_before_end:
             continue
+        basis = "what runs and is stored now" if outlook.by_now_rate else "today's rate"
         findings.append(
             Finding(
                 kind=Kind.FORECAST_OVERRUN,
@@ -394,13 +401,17 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
                 funding_source_id=fs_id,
                 allocation_id=alloc_id,
                 severity=Severity.WARNING,
-                title=f"At today's rate {label} runs out on {day_words(outlook.run_out_date)}, "
+                title=f"At {basis} {label} runs out on {day_words(outlook.run_out_date)}, "
                 f"{gap_words(outlook.days_before_end)} before it ends",
-                detail=f"Burn rate {usd(rate)}/day over the last 7 days; "
-                f"{usd(holder.remaining_usd)} left; ends {day_words(holder.end_date)}.",
+                detail=f"Burn rate {usd(rate)}/day over the last 7 days; what runs and is "
+                f"stored on it now costs {usd(outlook.now_rate_usd)}/day. "
+                f"{outlook.headline}. {usd(holder.remaining_usd)} left; ends "
+                f"{day_words(holder.end_date)}.",
                 facts={
                     "run_out_date": outlook.run_out_date.isoformat(),
                     "burn_rate_usd_per_day": str(to_cents(rate)),
+                    "now_rate_usd_per_day": str(to_cents(outlook.now_rate_usd)),
+                    "by_now_rate": outlook.by_now_rate,
                 },
             )
         )

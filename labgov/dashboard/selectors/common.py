@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from labgov.core.money import ZERO, grouped_sums, to_cents
@@ -188,6 +189,75 @@ def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResourc
     running.sort(key=lambda r: (-r.cost_per_hr_usd, r.name, r.pk))
     idle.sort(key=lambda r: (-r.storage_monthly_usd, r.name, r.pk))
     return running, idle
+
+
+@dataclass
+class NowRates:
+    """What runs and is stored now, in USD per day, per allocation and per funding source:
+    the hourly cost of running resources plus their storage and that of stopped pods and
+    network volumes (at the published prices), of resources attributed to someone."""
+
+    by_allocation: dict[int, Decimal]
+    by_source: dict[int, Decimal]
+
+
+# What costs money while present: running pods and clusters, and anything with storage.
+_COSTING_Q = (
+    RUNNING_Q
+    | Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
+    | Q(kind=ResourceKind.NETWORK_VOLUME)
+)
+_RATE_FIELDS = (
+    "kind",
+    "status",
+    "cost_per_hr_usd",
+    "container_disk_gb",
+    "volume_disk_gb",
+    "size_gb",
+    "volume_type",
+    "gone_at",
+)
+
+
+@dataclass(slots=True)
+class _Costing:
+    kind: str
+    status: str
+    cost_per_hr_usd: Decimal
+    container_disk_gb: int
+    volume_disk_gb: int
+    size_gb: int
+    volume_type: str
+    gone_at: dt.datetime | None
+
+
+def now_rates(owner_q: Q) -> NowRates:
+    """One query over the present resources matching owner_q that cost money now."""
+    hours_per_month = settings.LABGOV_HOURS_PER_MONTH
+    by_allocation: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    by_source: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    rows = (
+        Resource.objects.present()
+        .filter(owner_q, _COSTING_Q, current_allocation__isnull=False)
+        .values_list(
+            "current_allocation_id", "current_allocation__funding_source_id", *_RATE_FIELDS
+        )
+    )
+    for allocation_id, source_id, *values in rows:
+        daily = daily_rate_now(_Costing(*values), hours_per_month)
+        by_allocation[allocation_id] += daily
+        by_source[source_id] += daily
+    return NowRates(dict(by_allocation), dict(by_source))
+
+
+def daily_rate_now(resource, hours_per_month: Decimal) -> Decimal:
+    """USD/day a present resource costs now: its hourly price while running, plus storage."""
+    hourly = resource_storage_monthly_usd(resource) / hours_per_month
+    if resource.kind == ResourceKind.CLUSTER or (
+        resource.kind == ResourceKind.POD and resource.status == PodStatus.RUNNING
+    ):
+        hourly += resource.cost_per_hr_usd
+    return hourly * HOURS_PER_DAY
 
 
 def holder_label(project: str, username: str | None, first: str, last: str) -> str:
