@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from django.db.models import F, OuterRef, Q, Subquery
 
+from labgov.alerts.balance import runways
 from labgov.alerts.config import Resolver
 from labgov.alerts.models import Kind, Severity
 from labgov.core.money import ZERO, grouped_sums, to_cents
@@ -509,59 +510,84 @@ def _spend_per_account(ctx: Context, **filters) -> dict[int, Decimal]:
 
 
 def balance_risks(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
-    first, last = burn_window(ctx.today)
-    weekly = _spend_per_account(ctx, day__gte=first, day__lte=last)
+    """One alert per account whose balance runs out within N days, for its lab (or the
+    institution); and one for each other lab whose pods there would lose their data, so that
+    lab's admins and the pods' owners see it and are told."""
     findings = []
+    known = runways(accounts, ctx.today)
     for account in accounts:
-        config = ctx.settings.for_lab(account.lab_id)
-        if not config.enabled(Kind.BALANCE_RISK):
-            continue
-        if account.balance_fetched_at is not None and account.balance_usd is not None:
-            balance, source = account.balance_usd, "reported by Runpod"
-        elif account.manual_balance_usd is not None:
-            balance, source = account.manual_balance_usd, "entered by an admin"
-        else:
-            continue
-        daily = weekly.get(account.pk, ZERO) / 7
-        if account.balance_spend_per_hr_usd is not None:
-            daily = max(daily, account.balance_spend_per_hr_usd * HOURS_PER_DAY)
-        if daily <= 0:
-            continue
-        days_left = balance / daily
-        if days_left >= config.balance_days:
+        runway = known.get(account.pk)
+        if runway is None or runway.days_left is None:
             continue
         at_risk = list(
             Resource.objects.present()
             .filter(account=account, kind=ResourceKind.POD, network_volume_id="")
             .exclude(status=PodStatus.TERMINATED)
             .order_by("name")
-            .values_list("pk", "name", "runpod_id", "status")
+            .values_list(
+                "pk",
+                "name",
+                "runpod_id",
+                "status",
+                "current_allocation__funding_source__lab_id",
+                "current_allocation__funding_source__lab__name",
+            )
         )
-        names = ", ".join(name or runpod_id for _, name, runpod_id, _ in at_risk)
+        findings += _balance_findings(ctx, account, runway, at_risk)
+    return findings
+
+
+def _balance_findings(ctx, account, runway, at_risk) -> list[Finding]:
+    days_left = runway.days_left
+    by_lab: dict[int, list] = defaultdict(list)
+    lab_names: dict[int, str] = {}
+    for pod in at_risk:
+        if pod[4] is not None and pod[4] != account.lab_id:
+            by_lab[pod[4]].append(pod)
+            lab_names[pod[4]] = pod[5]
+    subjects = [
+        (account.lab_id, f"account:{account.pk}", f"Runpod account {account.name}", at_risk)
+    ]
+    subjects += [
+        (
+            lab_id,
+            f"account:{account.pk}:lab:{lab_id}",
+            f"Runpod account {account.name}: pods of {lab_names[lab_id]}",
+            pods,
+        )
+        for lab_id, pods in sorted(by_lab.items())
+    ]
+    findings = []
+    for lab_id, key, label, pods in subjects:
+        config = ctx.settings.for_lab(lab_id)
+        if not config.enabled(Kind.BALANCE_RISK) or days_left >= config.balance_days:
+            continue
+        names = ", ".join(name or runpod_id for _, name, runpod_id, *_ in pods)
         severity = (
             Severity.CRITICAL if days_left < min(2, config.balance_days) else Severity.WARNING
         )
+        whose = "" if key == f"account:{account.pk}" else f" of {lab_names[lab_id]}"
         findings.append(
             Finding(
                 kind=Kind.BALANCE_RISK,
-                subject_key=f"account:{account.pk}",
-                subject_label=f"Runpod account {account.name}",
-                lab_id=account.lab_id,
+                subject_key=key,
+                subject_label=label,
+                lab_id=lab_id,
                 account_id=account.pk,
                 severity=severity,
-                title=f"Runpod account {account.name}: {usd(balance)} lasts about "
-                f"{days_left:.1f} days at {usd(daily)}/day",
-                detail=f"Balance {usd(balance)} ({source}). At $0 Runpod stops every pod and "
-                f"terminates the {len(at_risk)} without a network volume; their data cannot "
-                f"be recovered"
+                title=f"Runpod account {account.name}: {usd(runway.balance_usd)} lasts "
+                f"{runway.words} at {usd(runway.daily_usd)}/day",
+                detail=f"Balance {usd(runway.balance_usd)} ({runway.source}). At $0 Runpod "
+                f"stops every pod and terminates the {len(pods)}{whose} without a network "
+                f"volume; their data cannot be recovered"
                 + (f": {names}." if names else ".")
                 + " Add credit, or move data that matters to a network volume.",
                 facts={
-                    "balance_usd": str(balance),
+                    "balance_usd": str(runway.balance_usd),
                     "days_left": f"{days_left:.2f}",
                     "pods_at_risk": [
                         {"id": pk, "name": name or rid, "status": status}
-                        for pk, name, rid, status in at_risk
+                        for pk, name, rid, status, *_ in pods
                     ],
                 },
             )
