@@ -103,3 +103,11 @@ def test_the_approver_sees_the_runway_before_approving(
 def test_runway_without_spend_is_unbounded():
     runway = Runway(balance_usd=D("5"), source="entered by an admin", daily_usd=D("0"))
     assert runway.days_left is None and runway.words == "as long as nothing is spent"
+
+
+def test_the_review_queue_shows_the_runway_too(world, account, clock, client_for, submitted):  # noqa: F811
+    _low_balance(world, account)
+    submitted()
+    page = client_for(world.lab_admin).get(reverse("provisioning:review")).content.decode()
+    assert 'id="balance-runways"' in page
+    assert "Lab Runpod: $100.00 lasts about 8 hours at $300.00/day" in page
