@@ -9,9 +9,9 @@ through tables and alerts, so it reads "before 21 October 2026" and still sorts 
 
 import datetime as dt
 
-from django.db.models import Case, F, Max, Min, OuterRef, Q, Subquery, When
+from django.db.models import Case, F, Min, OuterRef, Q, Subquery, When
 
-from labgov.runpod.models import AccountBillingRecord, BillingRecord, ResourceKind
+from labgov.runpod.models import AccountBillingRecord, BillingRecord, Resource, ResourceKind
 from labgov.runpod.types import PodStatus
 
 # A billing hour in which the resource ran: GPU or CPU time was charged.
@@ -86,19 +86,23 @@ def stopped_at(
 
 def volumes_last_used(institution_id: int) -> dict[tuple[int, str], dt.datetime]:
     """(account id, network volume id) → the end of the latest billing hour in which a pod
-    mounting that volume was billed for compute. One grouped query for the institution."""
-    rows = (
-        BillingRecord.objects.filter(
-            COMPUTE_Q,
-            resource__account__institution_id=institution_id,
-            resource__kind=ResourceKind.POD,
-        )
-        .exclude(resource__network_volume_id="")
-        .values("resource__account_id", "resource__network_volume_id")
-        .annotate(last=Max("bucket_end"))
-        .values_list("resource__account_id", "resource__network_volume_id", "last")
+    mounting that volume was billed for compute. One query for the institution: each pod
+    that is not running now reads its records backwards from the newest to its last hour of
+    compute (running pods use their volume now and need no history)."""
+    pods = (
+        Resource.objects.filter(account__institution_id=institution_id, kind=ResourceKind.POD)
+        .exclude(network_volume_id="")
+        .exclude(gone_at__isnull=True, status__in=(PodStatus.RUNNING, PodStatus.STARTING))
+        .annotate(last_compute=last_compute_end())
+        .filter(last_compute__isnull=False)
+        .values_list("account_id", "network_volume_id", "last_compute")
     )
-    return {(account_id, volume_id): last for account_id, volume_id, last in rows}
+    last_used: dict[tuple[int, str], dt.datetime] = {}
+    for account_id, volume_id, moment in pods:
+        key = (account_id, volume_id)
+        if key not in last_used or moment > last_used[key]:
+            last_used[key] = moment
+    return last_used
 
 
 def with_stop_history(queryset):

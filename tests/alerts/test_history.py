@@ -102,5 +102,5 @@ def test_idle_volume_evaluation_reads_usage_in_one_grouped_query(
         settings=Resolver(world.institution.pk),
     )
     ctx.settings.for_lab(None)  # settings are read once per evaluation, not per volume
-    with django_assert_max_num_queries(3):  # volumes, pods' billed use, pods mounting now
+    with django_assert_max_num_queries(3):  # volumes, pods' last compute, pods mounting now
         idle_network_volumes(ctx)
