@@ -36,5 +36,7 @@ def test_running_pods_on_a_grant_without_recent_spend(world, client_for):
     page = response.content.decode()
     assert "No spend in the last 7 days" not in page
     assert "at what runs and is stored now ($1,032.96/day)" in page
+    # The burn rate shown stays the last 7 days' spend; the rate of what runs is named apart.
+    assert "<span>Burn rate</span><strong>$0.00/day</strong>" in page
     [row] = response.context["data"].tables["allocations"].rows
     assert row.cells[7] == f.run_out_date  # the allocation's own forecast agrees
