@@ -10,11 +10,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import Case, F, OuterRef, Q, Subquery, When
 
 from labgov.alerts.balance import runways
 from labgov.alerts.config import Resolver
-from labgov.alerts.models import Kind, Severity
+from labgov.alerts.models import Alert, Kind, Severity
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import Outlook, burn_window, forecast, gap_words
 from labgov.dashboard.selectors.common import now_rates
@@ -130,12 +130,19 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
             ),
         )
         .filter(last_bucket__gte=ctx.now - CONFIRM_WITHIN, last_disk_usd__gt=0)
-        .annotate(
-            last_compute_at=last_compute_end(),
-            first_billed_at=first_billed(),
-            history_from=history_start(),
-        )
     )
+    # A standing alert already knows when its pod stopped (a pod that ran again cleared it):
+    # only pods newly found read their history back to their last hour of compute.
+    known = _known_stops(ctx)
+    history = {
+        "last_compute_at": last_compute_end(),
+        "first_billed_at": first_billed(),
+        "history_from": history_start(),
+    }
+    if known:
+        fresh = ~Q(pk__in=list(known))
+        history = {name: Case(When(fresh, then=value)) for name, value in history.items()}
+    pods = pods.annotate(**history)
     findings = []
     for pod in pods:
         if pod.last_compute_usd:
@@ -145,7 +152,7 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
         monthly = pod_storage_monthly_usd(
             status=PodStatus.EXITED, container_disk_gb=0, volume_disk_gb=pod.volume_disk_gb
         )
-        since = stopped_at(
+        since = known.get(pod.pk) or stopped_at(
             last_compute=pod.last_compute_at,
             first_record=pod.first_billed_at,
             history_from=pod.history_from,
@@ -173,6 +180,7 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
                     "volume_disk_gb": pod.volume_disk_gb,
                     "stopped_at": since.isoformat() if since else None,
                     "stopped_before": bound,
+                    "stopped_from": "billing",
                 },
             )
         )
@@ -193,6 +201,23 @@ def _idle_since(volume, key, last_used, observed) -> dt.datetime | None:
         return max(known)
     bound = history_from or volume.first_billed_at
     return Before.of(bound) if bound is not None else volume.first_seen_at
+
+
+def _known_stops(ctx: Context) -> dict[int, dt.datetime]:
+    """Resource id → when it stopped, from the unresolved stopped-pod alerts that worked it
+    out from billing."""
+    rows = (
+        Alert.objects.unresolved()
+        .filter(institution_id=ctx.institution_id, kind=Kind.STOPPED_POD_DISK)
+        .exclude(resource=None)
+        .values_list("resource_id", "facts")
+    )
+    known = {}
+    for resource_id, facts in rows:
+        if facts.get("stopped_from") == "billing" and facts.get("stopped_at"):
+            moment = dt.datetime.fromisoformat(facts["stopped_at"])
+            known[resource_id] = Before.of(moment) if facts.get("stopped_before") else moment
+    return known
 
 
 def idle_network_volumes(ctx: Context) -> list[Finding]:

@@ -104,3 +104,25 @@ def test_idle_volume_evaluation_reads_usage_in_one_grouped_query(
     ctx.settings.for_lab(None)  # settings are read once per evaluation, not per volume
     with django_assert_max_num_queries(3):  # volumes, pods' last compute, pods mounting now
         idle_network_volumes(ctx)
+
+
+def test_a_standing_alert_keeps_its_stop_time_without_reading_the_history_again(
+    world, account, clock
+):
+    from labgov.runpod.models import BillingRecord
+    from tests.alerts.conftest import T0, bill, evaluate, make_pod
+
+    pod = make_pod(account, world.allocation, status="EXITED", volume_disk_gb=100)
+    hour = dt.timedelta(hours=1)
+    ran = bill(pod, T0 - 3 * hour, gpu="0.69")
+    bill(pod, T0 - 2 * hour)
+    bill(pod, T0 - hour)
+    evaluate(world)
+    [alert] = unresolved(Kind.STOPPED_POD_DISK)
+    assert alert.facts["stopped_at"] == (T0 - 2 * hour).isoformat()
+    # Were the history read again, this pod would now look stopped since before it began.
+    BillingRecord.objects.filter(pk=ran.pk).update(gpu_usd=0)
+    evaluate(world)
+    alert.refresh_from_db()
+    assert alert.facts["stopped_at"] == (T0 - 2 * hour).isoformat()
+    assert alert.facts["stopped_before"] is False
