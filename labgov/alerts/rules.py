@@ -10,13 +10,24 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import Case, F, OuterRef, Q, Subquery, When
 
+from labgov.alerts.balance import runways
 from labgov.alerts.config import Resolver
-from labgov.alerts.models import Kind, Severity
+from labgov.alerts.models import Alert, Kind, Severity
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import Outlook, burn_window, forecast, gap_words
+from labgov.dashboard.selectors.common import now_rates
 from labgov.funding.models import Allocation, FundingSource
+from labgov.runpod.history import (
+    Before,
+    first_billed,
+    history_start,
+    last_compute_end,
+    since_words,
+    stopped_at,
+    volumes_last_used,
+)
 from labgov.runpod.models import BillingRecord, Resource, ResourceKind, RunpodAccount, SyncRun
 from labgov.runpod.pricing import network_volume_monthly_usd, pod_storage_monthly_usd
 from labgov.runpod.types import PodStatus
@@ -104,7 +115,9 @@ def _resource_finding(kind: str, resource: Resource, label: str, **fields) -> Fi
 
 def stopped_pod_disks(ctx: Context) -> list[Finding]:
     """A stopped pod with a volume disk, confirmed by its billing: its latest record (within
-    the last two days) charges disk and no compute, so it is really billing while stopped."""
+    the last two days) charges disk and no compute, so it is really billing while stopped.
+    It has been stopped since its last hour of compute in the billing history, or since
+    before that history begins."""
     latest = BillingRecord.objects.filter(resource=OuterRef("pk")).order_by("-bucket_start")
     pods = (
         _resources(ctx)
@@ -118,6 +131,18 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
         )
         .filter(last_bucket__gte=ctx.now - CONFIRM_WITHIN, last_disk_usd__gt=0)
     )
+    # A standing alert already knows when its pod stopped (a pod that ran again cleared it):
+    # only pods newly found read their history back to their last hour of compute.
+    known = _known_stops(ctx)
+    history = {
+        "last_compute_at": last_compute_end(),
+        "first_billed_at": first_billed(),
+        "history_from": history_start(),
+    }
+    if known:
+        fresh = ~Q(pk__in=list(known))
+        history = {name: Case(When(fresh, then=value)) for name, value in history.items()}
+    pods = pods.annotate(**history)
     findings = []
     for pod in pods:
         if pod.last_compute_usd:
@@ -127,9 +152,18 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
         monthly = pod_storage_monthly_usd(
             status=PodStatus.EXITED, container_disk_gb=0, volume_disk_gb=pod.volume_disk_gb
         )
-        since = pod.status_changed_at
+        since = known.get(pod.pk) or stopped_at(
+            last_compute=pod.last_compute_at,
+            first_record=pod.first_billed_at,
+            history_from=pod.history_from,
+            status_changed_at=pod.status_changed_at,
+            first_seen_at=pod.first_seen_at,
+        )
         name = pod.name or pod.runpod_id
-        stopped = f"Stopped since {since:%Y-%m-%d %H:%M} UTC" if since else "Stopped"
+        bound = isinstance(since, Before)
+        stopped = f"Stopped since {since_words(since)}" if since else "Stopped"
+        if bound:
+            stopped += " (the start of the billing history labgov holds for this account)"
         findings.append(
             _resource_finding(
                 Kind.STOPPED_POD_DISK,
@@ -145,40 +179,83 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
                     "runpod_id": pod.runpod_id,
                     "volume_disk_gb": pod.volume_disk_gb,
                     "stopped_at": since.isoformat() if since else None,
+                    "stopped_before": bound,
+                    "stopped_from": "billing",
                 },
             )
         )
     return findings
 
 
+def _idle_since(volume, key, last_used, observed) -> dt.datetime | None:
+    """Since when nothing has used the volume: the latest exact moment known (a pod mounting
+    it last billed for compute, a stop of such a pod labgov saw, the volume's creation, or its
+    first billing hour when that is later than the account's history start); failing those,
+    `Before` the start of the history labgov holds; failing that, its first sighting."""
+    history_from = volume.history_from
+    exact = [last_used.get(key), observed.get(key), volume.created_at_runpod]
+    if volume.first_billed_at and history_from and volume.first_billed_at > history_from:
+        exact.append(volume.first_billed_at)  # created within the history: billed from then
+    known = [moment for moment in exact if moment is not None]
+    if known:
+        return max(known)
+    bound = history_from or volume.first_billed_at
+    return Before.of(bound) if bound is not None else volume.first_seen_at
+
+
+def _known_stops(ctx: Context) -> dict[int, dt.datetime]:
+    """Resource id → when it stopped, from the unresolved stopped-pod alerts that worked it
+    out from billing."""
+    rows = (
+        Alert.objects.unresolved()
+        .filter(institution_id=ctx.institution_id, kind=Kind.STOPPED_POD_DISK)
+        .exclude(resource=None)
+        .values_list("resource_id", "facts")
+    )
+    known = {}
+    for resource_id, facts in rows:
+        if facts.get("stopped_from") == "billing" and facts.get("stopped_at"):
+            moment = dt.datetime.fromisoformat(facts["stopped_at"])
+            known[resource_id] = Before.of(moment) if facts.get("stopped_before") else moment
+    return known
+
+
 def idle_network_volumes(ctx: Context) -> list[Finding]:
-    """A network volume that no running pod of its account has mounted for N days."""
-    volumes = list(_resources(ctx).filter(kind=ResourceKind.NETWORK_VOLUME))
+    """A network volume that no running pod of its account has used for N days, judged from
+    the billing history fetched (hours in which a pod mounting it was billed for compute), so
+    the first sync already flags volumes idle for months."""
+    volumes = list(
+        _resources(ctx)
+        .filter(kind=ResourceKind.NETWORK_VOLUME)
+        .annotate(first_billed_at=first_billed(), history_from=history_start())
+    )
     if not volumes:
         return []
-    # When each volume was last in use, from the pods (gone ones too) that mount it.
+    last_used = volumes_last_used(ctx.institution_id)
+    # Pods that mount a volume now: running ones use it; a stop labgov saw happen (after its
+    # first sighting) is a known last use even before its billing arrives.
     in_use: set[tuple[int, str]] = set()
-    last_used: dict[tuple[int, str], dt.datetime] = {}
+    observed: dict[tuple[int, str], dt.datetime] = {}
     pods = Resource.objects.filter(
         account__institution_id=ctx.institution_id, kind=ResourceKind.POD
     ).exclude(network_volume_id="")
-    for account_id, volume_id, status, changed, seen, gone in pods.values_list(
+    for account_id, volume_id, status, changed, first_seen, gone in pods.values_list(
         "account_id",
         "network_volume_id",
         "status",
         "status_changed_at",
-        "last_seen_at",
+        "first_seen_at",
         "gone_at",
     ):
         key = (account_id, volume_id)
         if gone is None and status in (PodStatus.RUNNING, PodStatus.STARTING):
             in_use.add(key)
             continue
-        moment = changed or seen or gone
-        if status == PodStatus.RUNNING:  # it was running when it vanished
-            moment = gone or seen or changed
-        if moment is not None and (key not in last_used or moment > last_used[key]):
-            last_used[key] = moment
+        # It ran until it vanished, or labgov saw it stop; a terminated pod may have been
+        # stopped long before, so only its billing tells.
+        moment = {PodStatus.RUNNING: gone, PodStatus.EXITED: changed}.get(status)
+        if moment is not None and first_seen is not None and moment > first_seen:
+            observed[key] = max(observed.get(key, moment), moment)
     findings = []
     for volume in volumes:
         key = (volume.account_id, volume.runpod_id)
@@ -187,28 +264,36 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
         config = ctx.settings.for_lab(_lab_and_owner(volume)[0])
         if not config.enabled(Kind.IDLE_NETWORK_VOLUME):
             continue
-        since = last_used.get(key) or volume.created_at_runpod or volume.first_seen_at
+        since = _idle_since(volume, key, last_used, observed)
         idle_days = (ctx.now - since).days
         if idle_days < config.idle_volume_days:
             continue
+        bound = isinstance(since, Before)
         monthly = network_volume_monthly_usd(size_gb=volume.size_gb, volume_type=volume.volume_type)
         name = volume.name or volume.runpod_id
-        used = "used by a running pod" if key in last_used else "mounted by any pod labgov saw"
+        used = "used by a running pod" if key in last_used or key in observed else "used by a pod"
+        span = f"at least {idle_days} days" if bound else f"{idle_days} days"
         findings.append(
             _resource_finding(
                 Kind.IDLE_NETWORK_VOLUME,
                 volume,
                 f"Network volume {name}",
                 title=f"Network volume {name} ({volume.size_gb} GB) has not been {used} for "
-                f"{idle_days} days: {usd(monthly)}/month",
+                f"{span}: {usd(monthly)}/month",
                 detail=f"Network volumes bill the same whether used or not. Idle since "
-                f"{since:%Y-%m-%d}. Keep it if the data is needed; otherwise plan its "
-                f"deletion.",
+                f"{since_words(since)}"
+                + (
+                    ", the start of the billing history labgov holds for this account"
+                    if bound
+                    else ""
+                )
+                + ". Keep it if the data is needed; otherwise plan its deletion.",
                 monthly_cost_usd=monthly,
                 facts={
                     "runpod_id": volume.runpod_id,
                     "size_gb": volume.size_gb,
                     "idle_since": since.isoformat(),
+                    "idle_since_before": bound,
                     "idle_days": idle_days,
                 },
             )
@@ -310,6 +395,10 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
             k[0]: v for k, v in grouped_sums(spend, ["allocation_id"], "amount_usd").items()
         },
     }
+    # What runs and is stored now on each holder's money: pods started today have no spend
+    # in the last 7 days yet, and the alert goes by the earlier run-out of the two rates.
+    now = now_rates(Q(account__institution_id=ctx.institution_id, account__is_active=True))
+    now_by = {"funding_source": now.by_source, "allocation": now.by_allocation}
     findings = []
     for holder in [*sources, *allocations]:
         key, label, amount, lab_id, fs_id, alloc_id, owner_id = _holder_facts(holder)
@@ -323,9 +412,11 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
             burn_rate_usd=rate,
             today=ctx.today,
             end_date=holder.end_date,
+            now_rate_usd=now_by[kind_key].get(holder.pk, ZERO),
         )
         if outlook.outlook != Outlook.RUNS_OUT_EARLY or not outlook.days_before_end:
             continue
+        basis = "what runs and is stored now" if outlook.by_now_rate else "today's rate"
         findings.append(
             Finding(
                 kind=Kind.FORECAST_OVERRUN,
@@ -336,13 +427,17 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
                 funding_source_id=fs_id,
                 allocation_id=alloc_id,
                 severity=Severity.WARNING,
-                title=f"At today's rate {label} runs out on {day_words(outlook.run_out_date)}, "
+                title=f"At {basis} {label} runs out on {day_words(outlook.run_out_date)}, "
                 f"{gap_words(outlook.days_before_end)} before it ends",
-                detail=f"Burn rate {usd(rate)}/day over the last 7 days; "
-                f"{usd(holder.remaining_usd)} left; ends {day_words(holder.end_date)}.",
+                detail=f"Burn rate {usd(rate)}/day over the last 7 days; what runs and is "
+                f"stored on it now costs {usd(outlook.now_rate_usd)}/day. "
+                f"{outlook.headline}. {usd(holder.remaining_usd)} left; ends "
+                f"{day_words(holder.end_date)}.",
                 facts={
                     "run_out_date": outlook.run_out_date.isoformat(),
                     "burn_rate_usd_per_day": str(to_cents(rate)),
+                    "now_rate_usd_per_day": str(to_cents(outlook.now_rate_usd)),
+                    "by_now_rate": outlook.by_now_rate,
                 },
             )
         )
@@ -440,59 +535,84 @@ def _spend_per_account(ctx: Context, **filters) -> dict[int, Decimal]:
 
 
 def balance_risks(ctx: Context, accounts: list[RunpodAccount]) -> list[Finding]:
-    first, last = burn_window(ctx.today)
-    weekly = _spend_per_account(ctx, day__gte=first, day__lte=last)
+    """One alert per account whose balance runs out within N days, for its lab (or the
+    institution); and one for each other lab whose pods there would lose their data, so that
+    lab's admins and the pods' owners see it and are told."""
     findings = []
+    known = runways(accounts, ctx.today)
     for account in accounts:
-        config = ctx.settings.for_lab(account.lab_id)
-        if not config.enabled(Kind.BALANCE_RISK):
-            continue
-        if account.balance_fetched_at is not None and account.balance_usd is not None:
-            balance, source = account.balance_usd, "reported by Runpod"
-        elif account.manual_balance_usd is not None:
-            balance, source = account.manual_balance_usd, "entered by an admin"
-        else:
-            continue
-        daily = weekly.get(account.pk, ZERO) / 7
-        if account.balance_spend_per_hr_usd is not None:
-            daily = max(daily, account.balance_spend_per_hr_usd * HOURS_PER_DAY)
-        if daily <= 0:
-            continue
-        days_left = balance / daily
-        if days_left >= config.balance_days:
+        runway = known.get(account.pk)
+        if runway is None or runway.days_left is None:
             continue
         at_risk = list(
             Resource.objects.present()
             .filter(account=account, kind=ResourceKind.POD, network_volume_id="")
             .exclude(status=PodStatus.TERMINATED)
             .order_by("name")
-            .values_list("pk", "name", "runpod_id", "status")
+            .values_list(
+                "pk",
+                "name",
+                "runpod_id",
+                "status",
+                "current_allocation__funding_source__lab_id",
+                "current_allocation__funding_source__lab__name",
+            )
         )
-        names = ", ".join(name or runpod_id for _, name, runpod_id, _ in at_risk)
+        findings += _balance_findings(ctx, account, runway, at_risk)
+    return findings
+
+
+def _balance_findings(ctx, account, runway, at_risk) -> list[Finding]:
+    days_left = runway.days_left
+    by_lab: dict[int, list] = defaultdict(list)
+    lab_names: dict[int, str] = {}
+    for pod in at_risk:
+        if pod[4] is not None and pod[4] != account.lab_id:
+            by_lab[pod[4]].append(pod)
+            lab_names[pod[4]] = pod[5]
+    subjects = [
+        (account.lab_id, f"account:{account.pk}", f"Runpod account {account.name}", at_risk)
+    ]
+    subjects += [
+        (
+            lab_id,
+            f"account:{account.pk}:lab:{lab_id}",
+            f"Runpod account {account.name}: pods of {lab_names[lab_id]}",
+            pods,
+        )
+        for lab_id, pods in sorted(by_lab.items())
+    ]
+    findings = []
+    for lab_id, key, label, pods in subjects:
+        config = ctx.settings.for_lab(lab_id)
+        if not config.enabled(Kind.BALANCE_RISK) or days_left >= config.balance_days:
+            continue
+        names = ", ".join(name or runpod_id for _, name, runpod_id, *_ in pods)
         severity = (
             Severity.CRITICAL if days_left < min(2, config.balance_days) else Severity.WARNING
         )
+        whose = "" if key == f"account:{account.pk}" else f" of {lab_names[lab_id]}"
         findings.append(
             Finding(
                 kind=Kind.BALANCE_RISK,
-                subject_key=f"account:{account.pk}",
-                subject_label=f"Runpod account {account.name}",
-                lab_id=account.lab_id,
+                subject_key=key,
+                subject_label=label,
+                lab_id=lab_id,
                 account_id=account.pk,
                 severity=severity,
-                title=f"Runpod account {account.name}: {usd(balance)} lasts about "
-                f"{days_left:.1f} days at {usd(daily)}/day",
-                detail=f"Balance {usd(balance)} ({source}). At $0 Runpod stops every pod and "
-                f"terminates the {len(at_risk)} without a network volume; their data cannot "
-                f"be recovered"
+                title=f"Runpod account {account.name}: {usd(runway.balance_usd)} lasts "
+                f"{runway.words} at {usd(runway.daily_usd)}/day",
+                detail=f"Balance {usd(runway.balance_usd)} ({runway.source}). At $0 Runpod "
+                f"stops every pod and terminates the {len(pods)}{whose} without a network "
+                f"volume; their data cannot be recovered"
                 + (f": {names}." if names else ".")
                 + " Add credit, or move data that matters to a network volume.",
                 facts={
-                    "balance_usd": str(balance),
+                    "balance_usd": str(runway.balance_usd),
                     "days_left": f"{days_left:.2f}",
                     "pods_at_risk": [
                         {"id": pk, "name": name or rid, "status": status}
-                        for pk, name, rid, status in at_risk
+                        for pk, name, rid, status, *_ in pods
                     ],
                 },
             )

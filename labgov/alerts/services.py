@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Callable
 
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from labgov.accounts import access
@@ -198,7 +199,7 @@ def alert_pod_action(
             locked.status = PodStatus.EXITED if action == "stop" else PodStatus.STARTING
         locked.status_changed_at = now
         locked.save(update_fields=["status", "status_changed_at", "gone_at", "cost_per_hr_usd"])
-        audit_record(
+        event = audit_record(
             actor=actor,
             action=f"runpod.pod_{action}",
             target=locked,
@@ -207,12 +208,52 @@ def alert_pod_action(
             after={"status": locked.status, "alert_id": alert.pk},
             note=f"From alert #{alert.pk}: {alert.title}",
         )
+        _tell_owner(actor, alert, locked, action, event_id=event.pk)
         alert = Alert.objects.get(pk=alert.pk)
         if not alert.is_resolved and _ends_condition(alert, action):
             alert = alert_resolve(
                 actor=actor, alert=alert, note=f"Pod {PAST[action]} from the alert.", check=False
             )
     return alert
+
+
+OWNER_TOLD = {
+    "stop": (
+        "pod.stopped_by_other",
+        "Its compute no longer bills; its volume disk ({gb} GB) keeps billing while it is "
+        "stopped, at $0.20/GB/month. Start it again to go on working.",
+    ),
+    "terminate": (
+        "pod.terminated_by_other",
+        "A terminated pod cannot be started again: its container disk and its volume disk "
+        "({gb} GB), and the data on them, are gone. Data on a network volume is kept.",
+    ),
+}
+
+
+def _tell_owner(actor, alert: Alert, pod: Resource, action: str, *, event_id: int) -> None:
+    """The pod's owner is told, once (per action taken), when someone else stopped or
+    terminated their pod, naming who did it."""
+    from labgov.notifications.services import notify
+
+    if action not in OWNER_TOLD:
+        return
+    owner = pod.current_allocation.user if pod.current_allocation_id else alert.owner
+    if owner is None or owner.pk == actor.pk or not owner.is_active:
+        return
+    kind, consequence = OWNER_TOLD[action]
+    name = pod.name or pod.runpod_id
+    who = actor.get_full_name() or actor.username
+    notify(
+        recipients=[owner],
+        kind=kind,
+        subject=f"{who} {PAST[action]} your pod {name}",
+        body=f"{who} {PAST[action]} your pod {name} ({pod.runpod_id}) on Runpod at "
+        f'{timezone.now():%Y-%m-%d %H:%M} UTC, from the alert "{alert.title}". '
+        + consequence.format(gb=pod.volume_disk_gb),
+        url=reverse("alerts:detail", args=[alert.pk]),
+        dedupe_key=f"pod-action:{event_id}",
+    )
 
 
 def _ends_condition(alert: Alert, action: str) -> bool:

@@ -12,6 +12,7 @@ from django.utils.safestring import mark_safe
 from labgov.core.csv_export import csv_download
 from labgov.core.money import to_cents
 from labgov.core.templatetags.labgov import usd
+from labgov.runpod.history import Before
 
 MONEY, TEXT, DATE, NUMBER, PERCENT = "money", "text", "date", "number", "percent"
 
@@ -59,6 +60,8 @@ def display(value, column: Column, *, href: str = "") -> Cell:
         return Cell(f"{Decimal(value):.1f}%", "num")
     if column.kind == NUMBER:
         return Cell(str(value), "num")
+    if isinstance(value, Before):
+        return Cell(f"before {value.astimezone(dt.UTC):%Y-%m-%d}")
     if isinstance(value, dt.datetime):
         return Cell(f"{value.astimezone(dt.UTC):%Y-%m-%d %H:%M}")
     if isinstance(value, dt.date):
@@ -187,6 +190,8 @@ def csv_cell(value, kind: str) -> str:
         return str(to_cents(Decimal(value)))
     if kind == PERCENT:
         return str(Decimal(value).quantize(Decimal("0.1")))
+    if isinstance(value, Before):
+        return f"before {value.isoformat(timespec='minutes')}"
     if isinstance(value, dt.datetime):
         return value.isoformat(timespec="minutes")
     if isinstance(value, dt.date):

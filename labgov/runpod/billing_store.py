@@ -116,7 +116,9 @@ def _ensure_resources(account, wanted: set[tuple[str, str]], last_bucket: dict) 
                 name=ENDPOINT_STUB_NAME if kind == ResourceKind.ENDPOINT else "",
                 # The endpoint aggregate never vanishes; anything else was gone before we saw it.
                 gone_at=None if kind == ResourceKind.ENDPOINT else last_bucket.get((kind, rid)),
-                status="" if kind == ResourceKind.ENDPOINT else "UNSEEN",
+                # No status: Runpod never listed it, so there is none to tell (see
+                # Resource.billing_only).
+                status="",
             )
             for kind, rid in missing
         ],

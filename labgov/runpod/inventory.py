@@ -243,6 +243,9 @@ def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
     Resource.objects.bulk_update(
         gone, ["gone_at", "status", "cost_per_hr_usd", "status_changed_at"], batch_size=500
     )
+    # Everything listed was seen now, changed or not: a pod that later vanishes is gone from
+    # its last sighting, not its first.
+    Resource.objects.filter(pk__in=seen_ids).update(last_seen_at=now)
     return {
         "resources_new": len(to_create),
         "resources_changed": len(to_update),

@@ -178,6 +178,12 @@ class Resource(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.name or self.runpod_id}"
 
+    @property
+    def billing_only(self) -> bool:
+        """Billed but never listed by Runpod (gone before labgov's first sync): no name, no
+        status, only its billing records tell what it was."""
+        return self.status == "" and self.kind != ResourceKind.ENDPOINT
+
 
 class BillingRecord(models.Model):
     """One hourly (or coarser) bucket [bucket_start, bucket_end) of one resource's spend,

@@ -10,6 +10,7 @@ from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.core.errors import DomainError
 from labgov.runpod.forms import AccountForm, AssignForm, RuleForm
+from labgov.runpod.history import with_billed_range
 from labgov.runpod.models import AttributionRule, ResourceKind, RunpodAccount, SyncRun
 from labgov.runpod.pricing import resource_storage_monthly_usd
 from labgov.runpod.removal import account_removal_summary, account_remove
@@ -230,7 +231,7 @@ def resource_list(request):
         resources = resources.filter(gone_at__isnull=True)
     if status := request.GET.get("status", "").strip().upper():
         resources = resources.filter(status=status)
-    page = Paginator(resources.order_by("kind", "name", "pk"), 100).get_page(
+    page = Paginator(with_billed_range(resources).order_by("kind", "name", "pk"), 100).get_page(
         request.GET.get("page")
     )
     for resource in page.object_list:
@@ -250,7 +251,7 @@ def resource_list(request):
 @require_http_methods(["GET"])
 def unattributed_queue(request):
     queue = unattributed_queue_for_user(request.user)
-    page = Paginator(queue, 50).get_page(request.GET.get("page"))
+    page = Paginator(with_billed_range(queue), 50).get_page(request.GET.get("page"))
     # The choices are read once and reused in every row's form.
     choices = [(a.pk, str(a)) for a in allocations_assignable_by(request.user)]
     return render(

@@ -283,7 +283,7 @@ def test_balance_risk_lists_the_pods_that_would_lose_their_data(world, account, 
     [alert] = unresolved(Kind.BALANCE_RISK)
     assert alert.account == account
     assert [p["name"] for p in alert.facts["pods_at_risk"]] == ["no-network-volume"]
-    assert "lasts about 2.0 days" in alert.title
+    assert "lasts about 2 days at $50.00/day" in alert.title
     assert alert.severity == Severity.WARNING
     # More credit: the risk is gone.
     account.manual_balance_usd = D("1000")

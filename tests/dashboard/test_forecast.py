@@ -121,3 +121,40 @@ def test_a_trickle_of_spend_lasts_beyond_the_calendar():
 )
 def test_gap_words(days, words):
     assert gap_words(days) == words
+
+
+# -- What runs now -----------------------------------------------------------------------------
+
+
+def test_running_pods_without_recent_spend_still_run_out():
+    # Two 8×H100 pods ($43.04/h together) started this morning: no spend in the last 7 days.
+    f = forecast(
+        remaining_usd=D("20000"),
+        burn_rate_usd=D("0"),
+        today=TODAY,
+        end_date=TODAY + dt.timedelta(days=90),
+        now_rate_usd=D("43.04") * 24,
+    )
+    assert f.outlook == Outlook.RUNS_OUT_EARLY and f.by_now_rate and f.is_risk
+    assert f.run_out_date == TODAY + dt.timedelta(days=19)  # $20,000 ÷ $1,032.96/day
+    assert f.headline == (
+        "Runs out 20 March 2026, 2 months before it ends (30 May 2026) at what runs and is "
+        "stored now ($1,032.96/day); at the last 7 days' rate ($0.00/day): no spend"
+    )
+    assert not f.headline.startswith("No spend")
+
+
+def test_the_earlier_run_out_of_the_two_rates_wins_and_both_are_named():
+    kwargs = {"remaining_usd": D("1000"), "today": TODAY, "end_date": TODAY + dt.timedelta(days=90)}
+    faster_past = forecast(burn_rate_usd=D("50"), now_rate_usd=D("20"), **kwargs)
+    assert faster_past.run_out_date == TODAY + dt.timedelta(days=20)
+    assert not faster_past.by_now_rate
+    assert "at the last 7 days' rate ($50.00/day)" in faster_past.headline
+    assert "at what runs and is stored now ($20.00/day): runs out 20 April 2026" in (
+        faster_past.headline
+    )
+    faster_now = forecast(burn_rate_usd=D("20"), now_rate_usd=D("50"), **kwargs)
+    assert faster_now.run_out_date == TODAY + dt.timedelta(days=20) and faster_now.by_now_rate
+    # Nothing running or stored: the forecast is the last 7 days' alone, worded as before.
+    alone = forecast(burn_rate_usd=D("50"), **kwargs)
+    assert alone.other is None and "what runs" not in alone.headline

@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from labgov.funding.models import LedgerEntry
 from labgov.funding.services import ledger_post
+from tests.dashboard.conftest import past_rate_only
 from tests.factories import AllocationFactory, FundingSourceFactory
 
 
@@ -37,8 +38,9 @@ def _queries(client):
 
 # Pinned counts: session, user, the role scope (plus the institution's labs for institution
 # admins), funding sources with their figures, my allocations, and (for lab admins' funding
-# sources and my own allocations) the spend of the burn-rate window, and the top alerts.
-EXPECTED_QUERIES = {"inst_admin": 7, "finance": 6, "lab_admin": 7, "member": 6}
+# sources and my own allocations) the spend of the burn-rate window and what runs and is
+# stored now on them (the forecasts' second rate), and the top alerts.
+EXPECTED_QUERIES = {"inst_admin": 7, "finance": 6, "lab_admin": 8, "member": 7}
 
 
 @pytest.mark.parametrize("role", list(EXPECTED_QUERIES))
@@ -106,6 +108,7 @@ def test_person_without_roles_is_told_so(db, client_for):
 
 
 def test_lab_admin_and_member_see_forecasts_and_dashboard_links(world, spend, client_for):
+    past_rate_only(spend)
     page = client_for(world.lab_admin).get(reverse("home")).content.decode()
     assert reverse("dashboard:lab", args=[world.lab.pk]) in page
     assert reverse("dashboard:funding", args=[world.funding_source.pk]) in page

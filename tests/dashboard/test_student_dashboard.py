@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.urls import reverse
 
 from labgov.accounts.models import Role
-from tests.dashboard.conftest import TODAY, add_spend, count_queries, grow
+from tests.dashboard.conftest import TODAY, add_spend, count_queries, grow, past_rate_only
 from tests.factories import AllocationFactory, MembershipFactory, ResourceFactory
 
 D = Decimal
@@ -31,6 +31,7 @@ def _classmate_spends(world, spend):
 
 
 def test_my_allocations_with_forecast(world, spend, client_for):
+    past_rate_only(spend)
     data = client_for(world.member).get(_url()).context["data"]
     [row] = data.tables["allocations"].rows
     assert row.cells[0] == world.funding_source.name and row.cells[1] == world.lab.name

@@ -209,8 +209,9 @@ PAGES = {
     # page: (role, url builder, pinned count)
     # allocations exist?, count, page
     "list": ("member", lambda w, r, d: reverse("provisioning:list"), 6),
-    # count, page, the managed labs for the filter
-    "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 6),
+    # count, page, the managed labs for the filter, the Runpod accounts whose balance runway
+    # it shows (and, when one has a balance, their last 7 days' spend in one more)
+    "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 7),
     # request, actual spend, allocation figures, policy, GPU, resources, history
     "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 10),
     # allocations exist?, GPU catalog, allocation choices (twice: Django's required select

@@ -52,7 +52,8 @@ def test_records_of_known_and_unknown_pods_are_written(account):
     count, days = _write(account, _body(_record(), _record(podId="pod-gone", totalAmount="0.25")))
     assert count == 2 and days == {T0.date()}
     gone = Resource.objects.get(runpod_id="pod-gone")
-    assert gone.status == "UNSEEN" and gone.gone_at == T0 + dt.timedelta(hours=1)
+    assert gone.billing_only and gone.status == ""
+    assert gone.gone_at == T0 + dt.timedelta(hours=1)
     assert BillingRecord.objects.count() == 2
 
 

@@ -6,11 +6,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import burn_window
 from labgov.dashboard.tables import DATE, MONEY, NUMBER, PERCENT, Column, Row, Table, share_percent
+from labgov.runpod.history import stopped_at, with_stop_history
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.pricing import resource_storage_monthly_usd
 from labgov.runpod.types import PodStatus
@@ -125,6 +127,9 @@ class ShownResource:
     funding_name: str
     storage_monthly_usd: Decimal = ZERO
     storage_gb: int = 0
+    # For stopped pods: when they stopped, from billing where labgov did not see it happen
+    # (a `Before` bound where the history held does not reach back that far).
+    stopped_at: dt.datetime | None = None
 
     def get_kind_display(self) -> str:
         return ResourceKind(self.kind).label
@@ -139,23 +144,37 @@ def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResourc
     $/month first, each with `storage_monthly_usd` at Runpod's published prices and
     `storage_gb`), read in one query."""
     running, idle = [], []
-    rows = (
-        Resource.objects.present()
-        .filter(owner_q)
-        .filter(RUNNING_Q | _idle_q())
-        .values_list(
-            *SHOWN_FIELDS,
-            "current_allocation_id",
-            "current_allocation__project_name",
-            "current_allocation__user__username",
-            "current_allocation__user__first_name",
-            "current_allocation__user__last_name",
-            "current_allocation__funding_source__name",
-        )
+    rows = with_stop_history(
+        Resource.objects.present().filter(owner_q).filter(RUNNING_Q | _idle_q())
+    ).values_list(
+        *SHOWN_FIELDS,
+        "current_allocation_id",
+        "current_allocation__project_name",
+        "current_allocation__user__username",
+        "current_allocation__user__first_name",
+        "current_allocation__user__last_name",
+        "current_allocation__funding_source__name",
+        "first_seen_at",
+        "last_compute_at",
+        "first_billed_at",
+        "history_from",
     )
-    for *values, allocation_id, project, username, first, last, funding in rows:
+    shown = len(SHOWN_FIELDS)
+    for row in rows:
+        values = row[:shown]
+        allocation_id, project, username, first, last, funding = row[shown : shown + 6]
+        history = row[shown + 6 :]
         holder = holder_label(project, username, first, last) if allocation_id else "unattributed"
         resource = ShownResource(*values, holder=holder, funding_name=funding or "")
+        if resource.kind == ResourceKind.POD and resource.status == PodStatus.EXITED:
+            first_seen, last_compute, first_billed, history_from = history
+            resource.stopped_at = stopped_at(
+                last_compute=last_compute,
+                first_record=first_billed,
+                history_from=history_from,
+                status_changed_at=resource.status_changed_at,
+                first_seen_at=first_seen,
+            )
         is_running = resource.kind == ResourceKind.CLUSTER or (
             resource.kind == ResourceKind.POD and resource.status == PodStatus.RUNNING
         )
@@ -170,6 +189,75 @@ def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResourc
     running.sort(key=lambda r: (-r.cost_per_hr_usd, r.name, r.pk))
     idle.sort(key=lambda r: (-r.storage_monthly_usd, r.name, r.pk))
     return running, idle
+
+
+@dataclass
+class NowRates:
+    """What runs and is stored now, in USD per day, per allocation and per funding source:
+    the hourly cost of running resources plus their storage and that of stopped pods and
+    network volumes (at the published prices), of resources attributed to someone."""
+
+    by_allocation: dict[int, Decimal]
+    by_source: dict[int, Decimal]
+
+
+# What costs money while present: running pods and clusters, and anything with storage.
+_COSTING_Q = (
+    RUNNING_Q
+    | Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
+    | Q(kind=ResourceKind.NETWORK_VOLUME)
+)
+_RATE_FIELDS = (
+    "kind",
+    "status",
+    "cost_per_hr_usd",
+    "container_disk_gb",
+    "volume_disk_gb",
+    "size_gb",
+    "volume_type",
+    "gone_at",
+)
+
+
+@dataclass(slots=True)
+class _Costing:
+    kind: str
+    status: str
+    cost_per_hr_usd: Decimal
+    container_disk_gb: int
+    volume_disk_gb: int
+    size_gb: int
+    volume_type: str
+    gone_at: dt.datetime | None
+
+
+def now_rates(owner_q: Q) -> NowRates:
+    """One query over the present resources matching owner_q that cost money now."""
+    hours_per_month = settings.LABGOV_HOURS_PER_MONTH
+    by_allocation: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    by_source: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    rows = (
+        Resource.objects.present()
+        .filter(owner_q, _COSTING_Q, current_allocation__isnull=False)
+        .values_list(
+            "current_allocation_id", "current_allocation__funding_source_id", *_RATE_FIELDS
+        )
+    )
+    for allocation_id, source_id, *values in rows:
+        daily = daily_rate_now(_Costing(*values), hours_per_month)
+        by_allocation[allocation_id] += daily
+        by_source[source_id] += daily
+    return NowRates(dict(by_allocation), dict(by_source))
+
+
+def daily_rate_now(resource, hours_per_month: Decimal) -> Decimal:
+    """USD/day a present resource costs now: its hourly price while running, plus storage."""
+    hourly = resource_storage_monthly_usd(resource) / hours_per_month
+    if resource.kind == ResourceKind.CLUSTER or (
+        resource.kind == ResourceKind.POD and resource.status == PodStatus.RUNNING
+    ):
+        hourly += resource.cost_per_hr_usd
+    return hourly * HOURS_PER_DAY
 
 
 def holder_label(project: str, username: str | None, first: str, last: str) -> str:
@@ -234,7 +322,7 @@ def storage_table(resources: list[ShownResource], *, with_funding: bool = False)
         cells = [r.name or r.runpod_id, r.get_kind_display(), r.storage_gb]
         if with_funding:
             cells.append(r.funding_name)
-        since = r.status_changed_at if r.kind == ResourceKind.POD else None
+        since = r.stopped_at if r.kind == ResourceKind.POD else None
         cells += [r.holder, since, r.storage_monthly_usd]
         rows.append(Row(cells))
     monthly = sum((r.storage_monthly_usd for r in resources), ZERO)

@@ -21,6 +21,7 @@ from labgov.dashboard.selectors.common import (
     daily_sums,
     doughnut_chart,
     money,
+    now_rates,
     people_table,
     running_and_idle,
     running_table,
@@ -75,8 +76,14 @@ def funding_dashboard(user, pk: int, params) -> FundingDashboard:
     allocation_burns = burn_sums(Q(funding_source=fs), today, "allocation_id")
 
     fs_burn = burn_rate(sum(allocation_burns.values(), ZERO))
+    # What runs and is stored now on this money, per allocation: the second forecast rate.
+    now = now_rates(Q(current_allocation__funding_source=fs))
     outlook = forecast(
-        remaining_usd=fs.remaining_usd, burn_rate_usd=fs_burn, today=today, end_date=fs.end_date
+        remaining_usd=fs.remaining_usd,
+        burn_rate_usd=fs_burn,
+        today=today,
+        end_date=fs.end_date,
+        now_rate_usd=now.by_source.get(fs.pk, ZERO),
     )
     holders = {a.pk: a.holder_name for a in allocations}
     by_category: dict[str, Decimal] = {}
@@ -86,7 +93,7 @@ def funding_dashboard(user, pk: int, params) -> FundingDashboard:
 
     running, idle = running_and_idle(Q(current_allocation__funding_source=fs))
     tables = {
-        "allocations": allocations_table(allocations, allocation_burns, today),
+        "allocations": allocations_table(allocations, allocation_burns, today, now.by_allocation),
         "categories": category_table(by_category),
         "people": people_table(by_holder),
         "running": running_table(running),
@@ -114,12 +121,16 @@ def funding_dashboard(user, pk: int, params) -> FundingDashboard:
     )
 
 
-def allocations_table(allocations, burns: dict, today: dt.date) -> Table:
+def allocations_table(allocations, burns: dict, today: dt.date, now_rate: dict) -> Table:
     rows = []
     for a in allocations:
         rate = burn_rate(burns.get(a.pk, ZERO))
         outlook = forecast(
-            remaining_usd=a.remaining_usd, burn_rate_usd=rate, today=today, end_date=a.end_date
+            remaining_usd=a.remaining_usd,
+            burn_rate_usd=rate,
+            today=today,
+            end_date=a.end_date,
+            now_rate_usd=now_rate.get(a.pk, ZERO),
         )
         rows.append(
             Row(

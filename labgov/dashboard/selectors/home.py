@@ -8,7 +8,7 @@ from labgov.accounts.models import Lab, today_utc
 from labgov.alerts.selectors import top_alerts
 from labgov.core.money import ZERO
 from labgov.dashboard.forecast import burn_rate, burn_window, forecast
-from labgov.dashboard.selectors.common import daily_sums
+from labgov.dashboard.selectors.common import daily_sums, now_rates
 from labgov.funding.models import Allocation, FundingSource
 
 
@@ -109,12 +109,18 @@ def _attach_forecasts(sources: list, allocations: list) -> None:
     for (fs_id, allocation_id), amount in sums.items():
         by_source[fs_id] = by_source.get(fs_id, ZERO) + amount
         by_allocation[allocation_id] = by_allocation.get(allocation_id, ZERO) + amount
-    for owner, spent in [(fs, by_source) for fs in sources] + [
-        (a, by_allocation) for a in allocations
+    # What runs and is stored now on this money: the second forecast rate (one query).
+    now = now_rates(
+        Q(current_allocation__funding_source_id__in=[fs.pk for fs in sources])
+        | Q(current_allocation_id__in=[a.pk for a in allocations])
+    )
+    for owner, spent, running in [(fs, by_source, now.by_source) for fs in sources] + [
+        (a, by_allocation, now.by_allocation) for a in allocations
     ]:
         owner.forecast = forecast(
             remaining_usd=owner.remaining_usd,
             burn_rate_usd=burn_rate(spent.get(owner.pk, ZERO)),
             today=today,
             end_date=owner.end_date,
+            now_rate_usd=running.get(owner.pk, ZERO),
         )

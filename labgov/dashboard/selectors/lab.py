@@ -26,6 +26,7 @@ from labgov.dashboard.selectors.common import (
     doughnut_chart,
     holder_names,
     money,
+    now_rates,
     people_table,
     running_and_idle,
     running_table,
@@ -89,7 +90,9 @@ def lab_dashboard(user, pk: int, params) -> LabDashboard:
     by_holder = by_holder_and_category(in_period, holders)
 
     tables = {
-        "funding": funding_table(sources, burns, today),
+        "funding": funding_table(
+            sources, burns, today, now_rates(Q(current_allocation__funding_source__lab=lab))
+        ),
         "categories": category_table(by_category),
         "people": people_table(by_holder),
         "running": running_table(running, with_funding=True),
@@ -125,12 +128,16 @@ def lab_dashboard(user, pk: int, params) -> LabDashboard:
     )
 
 
-def funding_table(sources: list[FundingSource], burns: dict, today: dt.date) -> Table:
+def funding_table(sources: list[FundingSource], burns: dict, today: dt.date, now) -> Table:
     rows = []
     for fs in sources:
         rate = burn_rate(burns.get(fs.pk, ZERO))
         outlook = forecast(
-            remaining_usd=fs.remaining_usd, burn_rate_usd=rate, today=today, end_date=fs.end_date
+            remaining_usd=fs.remaining_usd,
+            burn_rate_usd=rate,
+            today=today,
+            end_date=fs.end_date,
+            now_rate_usd=now.by_source.get(fs.pk, ZERO),
         )
         rows.append(
             Row(

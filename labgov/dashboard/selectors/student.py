@@ -5,13 +5,21 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import BooleanField, Case, Q, Value, When
 
 from labgov.accounts.models import today_utc
 from labgov.core.money import ZERO, grouped_sums
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
-from labgov.dashboard.selectors.common import PALETTE, burn_sums, days, money, resources_shown
+from labgov.dashboard.selectors.common import (
+    PALETTE,
+    burn_sums,
+    daily_rate_now,
+    days,
+    money,
+    resources_shown,
+)
 from labgov.dashboard.tables import (
     DATE,
     MONEY,
@@ -70,7 +78,7 @@ def student_dashboard(user, params) -> StudentDashboard:
     share = _share_by_day(user, lab_id, period) if lab_id is not None else {}
 
     tables = {
-        "allocations": allocations_table(allocations, burns, today),
+        "allocations": allocations_table(allocations, burns, today, _now_rates(resources)),
         "resources": resources_table(resources),
         "share": share_table(share, period),
     }
@@ -129,12 +137,27 @@ def _share_by_day(user, lab_id: int, period: DayRange) -> dict[tuple, Decimal]:
     }
 
 
-def allocations_table(allocations, burns: dict, today: dt.date) -> Table:
+def _now_rates(resources) -> dict[int, Decimal]:
+    """USD/day of what runs and is stored now per allocation, from the person's resources
+    the page has already read."""
+    rates: dict[int, Decimal] = {}
+    for r in resources:
+        if r.current_allocation_id is not None:
+            daily = daily_rate_now(r, settings.LABGOV_HOURS_PER_MONTH)
+            rates[r.current_allocation_id] = rates.get(r.current_allocation_id, ZERO) + daily
+    return rates
+
+
+def allocations_table(allocations, burns: dict, today: dt.date, now_rate: dict) -> Table:
     rows = []
     for a in allocations:
         rate = burn_rate(burns.get(a.pk, ZERO))
         outlook = forecast(
-            remaining_usd=a.remaining_usd, burn_rate_usd=rate, today=today, end_date=a.end_date
+            remaining_usd=a.remaining_usd,
+            burn_rate_usd=rate,
+            today=today,
+            end_date=a.end_date,
+            now_rate_usd=now_rate.get(a.pk, ZERO),
         )
         rows.append(
             Row(

@@ -6,6 +6,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labgov.accounts import access
+from labgov.accounts.models import today_utc
+from labgov.alerts.balance import runways
 from labgov.core.errors import DomainError
 from labgov.provisioning.assessment import estimate_request, findings
 from labgov.provisioning.forms import DenyForm, MarkProvisionedForm, RequestForm
@@ -20,6 +22,7 @@ from labgov.provisioning.selectors import (
     request_for_user,
     request_history,
     requests_for_user,
+    runpod_account_for_lab,
     runpod_accounts_for_lab,
 )
 from labgov.provisioning.services import (
@@ -202,9 +205,19 @@ def request_detail(request, pk: int):
             price=None if req.state == S.DRAFT else req.gpu_price_per_hr_usd,
         )
         context.update(estimate=estimate_, findings=found, policy=policy)
+    if can_review and req.state == S.SUBMITTED:
+        context.update(_balance_runway(req.lab))
     if can_review and req.state == S.APPROVED and req.deployment_model != "pod":
         context["mark_form"] = MarkProvisionedForm(accounts=runpod_accounts_for_lab(req.lab))
     return render(request, "provisioning/detail.html", context)
+
+
+def _balance_runway(lab) -> dict:
+    """How long the Runpod balance lasts, for an approver about to approve new spend."""
+    account = runpod_account_for_lab(lab)
+    if account is None:
+        return {}
+    return {"runway_account": account, "runway": runways([account], today_utc()).get(account.pk)}
 
 
 @login_required

@@ -1,17 +1,20 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from labgov.accounts import access
-from labgov.accounts.models import Lab
+from labgov.accounts.models import Lab, today_utc
+from labgov.alerts.balance import runways
 from labgov.core.errors import DomainError
 from labgov.provisioning.forms import DenyForm
 from labgov.provisioning.models import DeploymentModel, ProvisioningRequest
 from labgov.provisioning.selectors import request_for_user, review_queue_for_user
 from labgov.provisioning.services import request_approve, request_deny
 from labgov.provisioning.views.common import back_to
+from labgov.runpod.models import RunpodAccount
 
 S = ProvisioningRequest.State
 
@@ -45,8 +48,24 @@ def review_queue(request):
         "labs": Lab.objects.filter(pk__in=scope.managed_labs).order_by("name"),
         "deny_form": DenyForm(),
     }
-    template = "provisioning/review.html#table" if request.htmx else "provisioning/review.html"
-    return render(request, template, context)
+    if request.htmx:
+        return render(request, "provisioning/review.html#table", context)
+    context["runways"] = _balance_runways(scope.managed_labs)
+    return render(request, "provisioning/review.html", context)
+
+
+def _balance_runways(lab_ids) -> list:
+    """How long each Runpod account the approver's labs spend on lasts, shown before they
+    approve new spend: their labs' own accounts and their institutions' shared ones."""
+    institutions = Lab.objects.filter(pk__in=lab_ids).values("institution_id")
+    accounts = list(
+        RunpodAccount.objects.filter(institution_id__in=institutions, is_active=True)
+        .filter(Q(lab_id__in=lab_ids) | Q(lab__isnull=True))
+        .defer("api_key_encrypted")
+        .order_by("name")
+    )
+    known = runways(accounts, today_utc())
+    return [(account, known[account.pk]) for account in accounts if account.pk in known]
 
 
 def _decided(request, req):

@@ -1,0 +1,81 @@
+"""A pod labgov first saw already stopped has been idle since its last hour of compute in the
+billing history, not since that first sighting; before the history held, it says so."""
+
+import csv
+import datetime as dt
+import io
+from decimal import Decimal
+
+from django.urls import reverse
+
+from labgov.runpod.models import AccountBillingRecord, BillingRecord
+from tests.dashboard.conftest import NOW
+from tests.factories import ResourceFactory
+
+HOUR = dt.timedelta(hours=1)
+
+
+def _bill(resource, start, *, gpu="0"):
+    BillingRecord.objects.create(
+        resource=resource,
+        kind="pod",
+        bucket_start=start,
+        bucket_end=start + HOUR,
+        total_usd=Decimal(gpu) + Decimal("0.05"),
+        gpu_usd=Decimal(gpu),
+        disk_usd=Decimal("0.05"),
+    )
+
+
+def _idle_since(world, client_for, **params):
+    url = reverse("dashboard:lab", args=[world.lab.pk])
+    data = client_for(world.lab_admin).get(url, params).context["data"]
+    return {r.cells[0]: r for r in data.tables["storage"].rows}, data
+
+
+def test_idle_since_of_a_pod_first_seen_stopped_comes_from_billing(world, spend, client_for):
+    history_start = NOW - dt.timedelta(days=8)
+    AccountBillingRecord.objects.create(
+        account=spend.account,
+        bucket_start=history_start,
+        bucket_end=history_start + HOUR,
+        total_usd=Decimal("1"),
+    )
+    # Both first seen (and so "changed") at the first sync, now, already stopped.
+    first_sync = {"first_seen_at": NOW, "status_changed_at": NOW, "status": "EXITED"}
+    ran = ResourceFactory(
+        account=spend.account,
+        name="stopped-in-history",
+        volume_disk_gb=100,
+        current_allocation=world.allocation,
+        **first_sync,
+    )
+    _bill(ran, NOW - dt.timedelta(days=6), gpu="0.69")  # its last hour of compute
+    for h in range(1, 30):
+        _bill(ran, NOW - dt.timedelta(days=6) + h * HOUR)
+    long_ago = ResourceFactory(
+        account=spend.account,
+        name="stopped-before-history",
+        volume_disk_gb=100,
+        current_allocation=world.allocation,
+        **first_sync,
+    )
+    _bill(long_ago, history_start)
+    # A stop labgov saw happen (after its first sighting) keeps the time it saw.
+    seen_stop = NOW - dt.timedelta(days=2)
+    type(spend.stopped).objects.filter(pk=spend.stopped.pk).update(
+        first_seen_at=NOW - dt.timedelta(days=30), status_changed_at=seen_stop
+    )
+    rows, data = _idle_since(world, client_for)
+    since = data.tables["storage"].columns.index(
+        next(c for c in data.tables["storage"].columns if c.key == "since")
+    )
+    assert rows["stopped-in-history"].display[since].text == "2026-03-12 13:00"
+    assert rows["stopped-before-history"].display[since].text == "before 2026-03-10"
+    assert rows["forgotten"].cells[since] == seen_stop
+
+    url = reverse("dashboard:lab", args=[world.lab.pk])
+    response = client_for(world.lab_admin).get(url, {"format": "csv", "table": "storage"})
+    table = {r[0]: r for r in csv.reader(io.StringIO(response.content.decode()))}
+    assert table["stopped-in-history"][since] == "2026-03-12T13:00+00:00"
+    assert table["stopped-before-history"][since] == "before 2026-03-10T12:00+00:00"
