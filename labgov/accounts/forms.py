@@ -1,17 +1,20 @@
 from django import forms
 
 from labgov.accounts.models import Lab, Role, User
+from labgov.core.bounds import BoundedForm
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 
 
-class LabForm(forms.Form):
+class LabForm(BoundedForm):
+    bounded_model = Lab
+
     name = forms.CharField(max_length=200)
     kind = forms.ChoiceField(choices=Lab.Kind.choices)
     department = forms.CharField(max_length=200, required=False)
 
 
-class MembershipForm(forms.Form):
+class MembershipForm(BoundedForm):
     username = forms.CharField(max_length=150, help_text="The person's labgov username.")
     role = forms.ChoiceField(choices=())
     end_date = forms.DateField(

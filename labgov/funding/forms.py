@@ -1,12 +1,15 @@
 from django import forms
 
 from labgov.accounts.models import Membership, Role, User
-from labgov.funding.models import FundingSource
+from labgov.core.bounds import BoundedForm
+from labgov.funding.models import Allocation, FundingSource
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 
 
-class FundingSourceForm(forms.Form):
+class FundingSourceForm(BoundedForm):
+    bounded_model = FundingSource
+
     lab = forms.ModelChoiceField(queryset=None)
     kind = forms.ChoiceField(choices=FundingSource.Kind.choices)
     name = forms.CharField(max_length=200)
@@ -28,7 +31,9 @@ class FundingSourceForm(forms.Form):
         self.fields["lab"].queryset = labs
 
 
-class AllocationForm(forms.Form):
+class AllocationForm(BoundedForm):
+    bounded_model = Allocation
+
     user = forms.ModelChoiceField(queryset=None, required=False, label="Person")
     project_name = forms.CharField(
         max_length=200, required=False, help_text="A named project, instead of or besides a person."

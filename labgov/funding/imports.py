@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 from django.db import transaction
 
 from labgov.accounts.models import Institution, Lab
+from labgov.core.bounds import check_values
 from labgov.core.errors import DomainError
 from labgov.funding.models import FundingSource
 from labgov.funding.services import (
@@ -106,6 +107,7 @@ def _parse_row(raw: dict, line: int, labs: dict[str, Lab]) -> _Row:
             _parse_decimal(rate_text, "indirect_cost_rate_percent") if rate_text else None
         ),
     }
+    check_values(FundingSource, values)
     validate_funding_values(
         name=values["name"],
         start_date=values["start_date"],

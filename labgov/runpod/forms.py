@@ -1,9 +1,12 @@
 from django import forms
 
-from labgov.runpod.models import DEFAULT_BASE_URL, AttributionRule
+from labgov.core.bounds import BoundedForm
+from labgov.runpod.models import DEFAULT_BASE_URL, AttributionRule, RunpodAccount
 
 
-class AccountForm(forms.Form):
+class AccountForm(BoundedForm):
+    bounded_model = RunpodAccount
+
     name = forms.CharField(max_length=120)
     lab = forms.ModelChoiceField(
         queryset=None,
@@ -36,7 +39,9 @@ class AccountForm(forms.Form):
             self.fields["api_key"].help_text = "Leave empty to keep the stored key."
 
 
-class RuleForm(forms.Form):
+class RuleForm(BoundedForm):
+    bounded_model = AttributionRule
+
     account = forms.ModelChoiceField(queryset=None)
     kind = forms.ChoiceField(choices=AttributionRule.Kind.choices)
     pattern = forms.CharField(
