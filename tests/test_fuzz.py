@@ -11,6 +11,7 @@ LABGOV_FUZZ_COLLECT=1 the failures are collected and printed instead, to see the
 """
 
 import datetime as dt
+import itertools
 import os
 import re
 import time
@@ -323,6 +324,7 @@ class Tally:
     requests: int = 0
     failures: list[str] = field(default_factory=list)
     slow: list = field(default_factory=list)
+    phases: list = field(default_factory=list)
 
 
 TALLY = Tally()
@@ -530,6 +532,11 @@ QUERY_EXTREMES = [
 # -- The test ---------------------------------------------------------------------------------
 
 
+def _phase(name: str) -> None:
+    now = time.perf_counter()
+    TALLY.phases.append((name, TALLY.requests, now))
+
+
 def _report():
     if COLLECT:
         with open(os.environ.get("LABGOV_FUZZ_REPORT", "/dev/stdout"), "a") as out:
@@ -539,6 +546,8 @@ def _report():
             for took, what in sorted(TALLY.slow, key=lambda t: t[0])[-15:]:
                 out.write(f"   {took:.2f}s {what}\n")
             out.write(f"   total {sum(t for t, _ in TALLY.slow):.1f}s\n")
+            for (_, before, began), (name, count, at) in itertools.pairwise(TALLY.phases):
+                out.write(f"   {name}: {count - before} requests, {at - began:.1f}s\n")
 
 
 values = st.one_of(
@@ -562,11 +571,13 @@ def test_fuzz_every_page(objects):
     2. every page with all its query parameters at each extreme value, and its <int:…>
        arguments past what a primary key holds;
     3. property: any role, any form or page, any mix of extreme and random values."""
+    _phase("start")
     targets = discover(objects)
     assert len(targets.forms) >= 20, "the pages' forms were not found"
     assert len(targets.pages["inst_admin"]) >= 40
     clients = {role: _client(objects, role) for role in ROLES}
 
+    _phase("discovery")
     swept = set()
     for role, form in targets.forms:
         fields = frozenset(form.fields)
@@ -574,6 +585,7 @@ def test_fuzz_every_page(objects):
             swept.add(fields)
             _sweep_form(clients[role], objects, role, form)
 
+    _phase("form sweep")
     for role, pages in targets.pages.items():
         for name, url, params in pages:
             if targets.first_role[url] != role or not params:
@@ -587,6 +599,8 @@ def test_fuzz_every_page(objects):
             url = reverse(name, kwargs=kwargs)
             _send(clients["inst_admin"], "get", url, {}, what=name)
             _send(clients["inst_admin"], "post", url, {}, what=name)
+
+    _phase("query sweep")
 
     @settings(
         max_examples=int(os.environ.get("LABGOV_FUZZ_EXAMPLES", "40")),
@@ -612,5 +626,6 @@ def test_fuzz_every_page(objects):
 
     try:
         random_values()
+        _phase("random")
     finally:
         _report()
