@@ -1,18 +1,21 @@
 from django import forms
 
-from labgov.accounts.models import Lab, Role
+from labgov.accounts.models import Institution, Lab, Role
 from labgov.accounts.services import UNKNOWN_PERSON, users_of_institution
+from labgov.core.bounds import BoundedForm
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 
 
-class LabForm(forms.Form):
+class LabForm(BoundedForm):
+    bounded_model = Lab
+
     name = forms.CharField(max_length=200)
     kind = forms.ChoiceField(choices=Lab.Kind.choices)
     department = forms.CharField(max_length=200, required=False)
 
 
-class MembershipForm(forms.Form):
+class MembershipForm(BoundedForm):
     username = forms.CharField(max_length=150, help_text="The person's labgov username.")
     role = forms.ChoiceField(choices=())
     end_date = forms.DateField(
@@ -44,7 +47,10 @@ LAB_ROLES_FOR_INSTITUTION_ADMIN = (Role.LAB_ADMIN, Role.MEMBER)
 INSTITUTION_ROLE_CHOICES = (Role.INSTITUTION_ADMIN, Role.FINANCE)
 
 
-class AutoApproveCeilingForm(forms.Form):
+class AutoApproveCeilingForm(BoundedForm):
+    bounded_model = Institution
+    bounded_columns = {"amount_usd": "auto_approve_ceiling_usd"}
+
     amount_usd = forms.DecimalField(
         label="Auto-approval ceiling (USD)",
         min_value=0,

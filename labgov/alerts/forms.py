@@ -3,10 +3,14 @@ from decimal import Decimal
 from django import forms
 
 from labgov.alerts.config import Effective
-from labgov.alerts.models import Alert, Kind, Severity
+from labgov.alerts.models import Alert, AlertSettings, Kind, Severity
+from labgov.core.bounds import BoundedForm
+from labgov.runpod.models import RunpodAccount
 
 
-class AlertSettingsForm(forms.Form):
+class AlertSettingsForm(BoundedForm):
+    bounded_model = AlertSettings
+
     enabled_kinds = forms.MultipleChoiceField(
         label="Alerts switched on",
         choices=Kind.choices,
@@ -61,7 +65,7 @@ STATE_FILTERS = [
 ]
 
 
-class AlertFilterForm(forms.Form):
+class AlertFilterForm(BoundedForm):
     state = forms.ChoiceField(choices=STATE_FILTERS, required=False)
     kind = forms.ChoiceField(choices=[("", "Any kind"), *Kind.choices], required=False)
     severity = forms.ChoiceField(choices=[("", "Any severity"), *Severity.choices], required=False)
@@ -72,7 +76,7 @@ class AlertFilterForm(forms.Form):
         self.fields["lab"].choices = [("", "Any lab"), *labs]
 
 
-class SnoozeForm(forms.Form):
+class SnoozeForm(BoundedForm):
     until = forms.DateField(
         label="Snooze until",
         widget=forms.DateInput(attrs={"type": "date"}),
@@ -80,11 +84,17 @@ class SnoozeForm(forms.Form):
     )
 
 
-class ResolveForm(forms.Form):
+class ResolveForm(BoundedForm):
+    bounded_model = Alert
+    bounded_columns = {"note": "resolution"}
+
     note = forms.CharField(label="What was done", max_length=500, required=False)
 
 
-class BalanceForm(forms.Form):
+class BalanceForm(BoundedForm):
+    bounded_model = RunpodAccount
+    bounded_columns = {"balance_usd": "manual_balance_usd"}
+
     balance_usd = forms.DecimalField(
         label="Balance (USD)",
         min_value=Decimal(0),

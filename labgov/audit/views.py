@@ -5,6 +5,7 @@ from django.views.decorators.http import require_GET
 
 from labgov.accounts import access
 from labgov.audit.models import AuditEvent
+from labgov.core.params import text_param
 
 
 @login_required
@@ -15,7 +16,7 @@ def audit_log(request):
     events = AuditEvent.objects.filter(institution_id__in=scope.money_institutions).select_related(
         "actor"
     )
-    if action := request.GET.get("action", "").strip():
+    if action := text_param(request.GET, "action"):
         events = events.filter(action__startswith=action)
     page = Paginator(events, 100).get_page(request.GET.get("page"))
     return render(request, "audit/log.html", {"page": page, "action": action})

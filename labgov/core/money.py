@@ -23,11 +23,16 @@ def PreciseMoneyField(**kwargs) -> models.DecimalField:  # noqa: N802
     return models.DecimalField(max_digits=20, decimal_places=10, **kwargs)
 
 
+# The type of sums and other expressions over money columns: wider than any column, so that
+# a sum of many rows converts back without overflowing (SQLite's converter quantizes to it).
+SUM_FIELD = models.DecimalField(max_digits=30, decimal_places=10)
+
+
 def sum_or_zero(expression, **kwargs):
     return Coalesce(
         Sum(expression, **kwargs),
         ZERO,
-        output_field=models.DecimalField(max_digits=20, decimal_places=10),
+        output_field=SUM_FIELD,
     )
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from django import forms
 
+from labgov.core.params import YEAR_MAX, YEAR_MIN, in_calendar, parse_month
+
 # Ranges are bounded so that no filter can make a page read years of daily rows.
 MAX_DAYS = 731
 MAX_MONTHS = 24
@@ -36,6 +38,8 @@ def day_range(params, *, default_first: dt.date, default_last: dt.date) -> DayRa
         return DayRange(default_first, default_last, ["Dates are YYYY-MM-DD."])
     first = form.cleaned_data["start"] or default_first
     last = form.cleaned_data["end"] or default_last
+    if in_calendar(first) is None or in_calendar(last) is None:
+        return DayRange(default_first, default_last, [f"Dates are {YEAR_MIN} to {YEAR_MAX}."])
     if first > last:
         return DayRange(default_first, default_last, ["The start comes after the end."])
     if (last - first).days + 1 > MAX_DAYS:
@@ -85,19 +89,12 @@ def add_months(month: dt.date, n: int) -> dt.date:
     return dt.date(index // 12, index % 12 + 1, 1)
 
 
-def _parse_month(value: str) -> dt.date | None:
-    try:
-        return dt.datetime.strptime(value, "%Y-%m").date()  # noqa: DTZ007 - a calendar month
-    except ValueError:
-        return None
-
-
 def month_range(params, *, today: dt.date, default_months: int = 6) -> MonthRange:
     this_month = today.replace(day=1)
     default = (add_months(this_month, 1 - default_months), this_month)
     raw_first, raw_last = params.get("start", ""), params.get("end", "")
-    first = _parse_month(raw_first) if raw_first else default[0]
-    last = _parse_month(raw_last) if raw_last else default[1]
+    first = parse_month(raw_first) if raw_first else default[0]
+    last = parse_month(raw_last) if raw_last else default[1]
     if first is None or last is None:
         return MonthRange(*default, ["Months are YYYY-MM."])
     if first > last:

@@ -1,12 +1,15 @@
 from django import forms
 
 from labgov.accounts.models import Membership, Role, User
-from labgov.funding.models import FundingSource
+from labgov.core.bounds import BoundedForm
+from labgov.funding.models import Allocation, FundingSource
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 
 
-class FundingSourceForm(forms.Form):
+class FundingSourceForm(BoundedForm):
+    bounded_model = FundingSource
+
     lab = forms.ModelChoiceField(queryset=None)
     kind = forms.ChoiceField(choices=FundingSource.Kind.choices)
     name = forms.CharField(max_length=200)
@@ -28,7 +31,9 @@ class FundingSourceForm(forms.Form):
         self.fields["lab"].queryset = labs
 
 
-class AllocationForm(forms.Form):
+class AllocationForm(BoundedForm):
+    bounded_model = Allocation
+
     user = forms.ModelChoiceField(queryset=None, required=False, label="Person")
     project_name = forms.CharField(
         max_length=200, required=False, help_text="A named project, instead of or besides a person."
@@ -64,8 +69,10 @@ class GrantImportForm(forms.Form):
             self.fields["institution"].widget = forms.HiddenInput()
 
 
-class FundingProposalForm(forms.Form):
+class FundingProposalForm(BoundedForm):
     """What a lab admin proposes: a new funding source (with its lab) or a change to one."""
+
+    bounded_model = FundingSource
 
     lab = forms.ModelChoiceField(queryset=None)
     kind = forms.ChoiceField(choices=FundingSource.Kind.choices)
@@ -108,5 +115,5 @@ class FundingProposalForm(forms.Form):
         return {k: v for k, v in self.cleaned_data.items() if k not in skip}
 
 
-class ProposalDecisionForm(forms.Form):
+class ProposalDecisionForm(BoundedForm):
     note = forms.CharField(max_length=1000, required=False)

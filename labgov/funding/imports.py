@@ -15,6 +15,7 @@ from django.db import transaction
 
 from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
+from labgov.core.bounds import check_values
 from labgov.core.errors import DomainError
 from labgov.funding.models import FundingSource
 from labgov.funding.services import (
@@ -107,6 +108,7 @@ def _parse_row(raw: dict, line: int, labs: dict[str, Lab]) -> _Row:
             _parse_decimal(rate_text, "indirect_cost_rate_percent") if rate_text else None
         ),
     }
+    check_values(FundingSource, values)
     validate_funding_values(
         name=values["name"],
         start_date=values["start_date"],

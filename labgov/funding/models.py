@@ -10,7 +10,8 @@ from labgov.accounts import access
 from labgov.core.append_only import AppendOnlyModel, AppendOnlyQuerySet
 from labgov.core.money import ZERO, BudgetField, PreciseMoneyField
 
-_PRECISE = models.DecimalField(max_digits=20, decimal_places=10)
+# Annotations over money columns: room for sums of many of them (a column holds < 10^10).
+_PRECISE = models.DecimalField(max_digits=30, decimal_places=10)
 
 
 class FundingSourceQuerySet(models.QuerySet):

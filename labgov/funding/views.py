@@ -8,6 +8,7 @@ from django.views.decorators.http import require_http_methods
 from labgov.accounts import access
 from labgov.accounts.models import Institution
 from labgov.core.errors import DomainError
+from labgov.core.params import text_param
 from labgov.funding.forms import (
     AllocationForm,
     FundingProposalForm,
@@ -52,7 +53,7 @@ def _apply_domain_error(form, exc: DomainError) -> None:
 @require_http_methods(["GET"])
 def funding_list(request):
     sources = funding_source_list_for_user(request.user)
-    query = request.GET.get("q", "").strip()
+    query = text_param(request.GET, "q")
     if query:
         sources = sources.filter(
             Q(name__icontains=query)

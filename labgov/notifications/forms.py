@@ -1,5 +1,6 @@
 from django import forms
 
+from labgov.core.bounds import BoundedForm
 from labgov.notifications.kinds import Severity, all_kinds
 
 
@@ -19,7 +20,7 @@ class MutedKindsForm(forms.Form):
         ]
 
 
-class WebhookForm(forms.Form):
+class WebhookForm(BoundedForm):
     url = forms.CharField(
         label="Webhook URL",
         required=False,

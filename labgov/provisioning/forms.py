@@ -2,7 +2,13 @@ from decimal import Decimal
 
 from django import forms
 
-from labgov.provisioning.models import Cloud, DeploymentModel, ProvisioningRequest
+from labgov.core.bounds import BoundedForm
+from labgov.provisioning.models import (
+    Cloud,
+    DeploymentModel,
+    ProvisioningPolicy,
+    ProvisioningRequest,
+)
 from labgov.provisioning.services.policies import POLICY_FIELDS
 from labgov.provisioning.services.requests import REQUEST_FIELDS
 
@@ -27,9 +33,11 @@ def _int(label, *, initial=0, minimum=0, help_text="", required=False):
     )
 
 
-class RequestForm(forms.Form):
+class RequestForm(BoundedForm):
     """What a requester fills in. Blank numbers count as 0 (or "not given" where that
     differs), so a half-filled form still yields an estimate."""
+
+    bounded_model = R
 
     allocation = forms.ModelChoiceField(queryset=None, empty_label=None, label="Paid by")
     title = forms.CharField(max_length=120, help_text="e.g. Fine-tune an 8B model")
@@ -127,11 +135,13 @@ class RequestForm(forms.Form):
         return initial
 
 
-class DenyForm(forms.Form):
+class DenyForm(BoundedForm):
     reason = forms.CharField(max_length=2000, widget=forms.TextInput(attrs={"size": 30}))
 
 
-class MarkProvisionedForm(forms.Form):
+class MarkProvisionedForm(BoundedForm):
+    bounded_model = R
+
     account = forms.ModelChoiceField(queryset=None, empty_label=None, label="Runpod account")
     runpod_id = forms.CharField(max_length=100, label="Runpod id of the endpoint or cluster")
 
@@ -140,7 +150,9 @@ class MarkProvisionedForm(forms.Form):
         self.fields["account"].queryset = accounts
 
 
-class PolicyForm(forms.Form):
+class PolicyForm(BoundedForm):
+    bounded_model = ProvisioningPolicy
+
     allowed_models = forms.MultipleChoiceField(
         choices=DeploymentModel.choices, widget=forms.CheckboxSelectMultiple
     )

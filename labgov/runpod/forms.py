@@ -2,10 +2,13 @@ import datetime as dt
 
 from django import forms
 
-from labgov.runpod.models import DEFAULT_BASE_URL, AttributionRule
+from labgov.core.bounds import BoundedForm
+from labgov.runpod.models import DEFAULT_BASE_URL, AttributionRule, RunpodAccount
 
 
-class AccountForm(forms.Form):
+class AccountForm(BoundedForm):
+    bounded_model = RunpodAccount
+
     name = forms.CharField(max_length=120)
     lab = forms.ModelChoiceField(
         queryset=None,
@@ -59,7 +62,9 @@ class AccountForm(forms.Form):
             )
 
 
-class RuleForm(forms.Form):
+class RuleForm(BoundedForm):
+    bounded_model = AttributionRule
+
     account = forms.ModelChoiceField(
         queryset=None,
         help_text="A lab's own account; accounts shared by several labs are for institution "

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.core.errors import DomainError
+from labgov.core.params import text_param
 from labgov.runpod.forms import AccountForm, AssignForm, RuleForm
 from labgov.runpod.history import with_billed_range
 from labgov.runpod.models import AttributionRule, ResourceKind, RunpodAccount, SyncRun
@@ -229,7 +230,7 @@ def resource_list(request):
     show_gone = request.GET.get("gone") == "1"
     if not show_gone:
         resources = resources.filter(gone_at__isnull=True)
-    if status := request.GET.get("status", "").strip().upper():
+    if status := text_param(request.GET, "status").upper():
         resources = resources.filter(status=status)
     page = Paginator(with_billed_range(resources).order_by("kind", "name", "pk"), 100).get_page(
         request.GET.get("page")

@@ -6,6 +6,7 @@ transaction.
 """
 
 import datetime as dt
+from decimal import InvalidOperation
 
 from django.conf import settings
 from django.db import transaction
@@ -13,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from labgov.accounts import access
+from labgov.core.bounds import MAX_AMOUNT, check_values
 from labgov.core.errors import DomainError
 from labgov.core.money import ZERO, to_cents
 from labgov.core.periods import hour_floor
@@ -161,10 +163,35 @@ def request_save(
     req.allocation = allocation
     req.lab_id = allocation.funding_source.lab_id
     gpu = gpu_for(req.gpu_type_id)
-    apply_estimate(req, gpu, estimate_request(req, gpu))
+    _apply_bounded_estimate(req, gpu)
     # A draft is not a governance change: it is audited from its submission on.
     _save(req)
     return req
+
+
+ESTIMATE_FIELDS = (
+    "gpu_price_per_hr_usd",
+    "hourly_rate_usd",
+    "estimate_compute_usd",
+    "estimate_storage_running_usd",
+    "estimate_storage_after_usd",
+    "estimate_total_usd",
+    "estimate_stop_usd",
+)
+TOO_LARGE = (
+    "The estimate is larger than labgov can record (at most ${:,}); "
+    "check the hours, counts and sizes."
+)
+
+
+def _apply_bounded_estimate(req: ProvisioningRequest, gpu) -> None:
+    """The estimate onto the request, refused when a figure would not fit its column (the
+    commitment made from it must fit the ledger's too)."""
+    try:
+        apply_estimate(req, gpu, estimate_request(req, gpu))
+        check_values(ProvisioningRequest, {f: getattr(req, f) for f in ESTIMATE_FIELDS})
+    except (DomainError, InvalidOperation, OverflowError):
+        raise DomainError(TOO_LARGE.format(MAX_AMOUNT)) from None
 
 
 def assess(req: ProvisioningRequest, *, allocation=None, price=None):

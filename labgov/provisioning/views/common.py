@@ -11,7 +11,8 @@ def apply_error(form, exc: DomainError) -> None:
 def back_to(request, req):
     """Back to the page the action came from (the review queue or the request)."""
     target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(
+    # Only a path of this site: a bare word would be taken for a URL name by redirect().
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return redirect(target)

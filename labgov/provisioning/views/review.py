@@ -9,6 +9,7 @@ from labgov.accounts import access
 from labgov.accounts.models import Lab, today_utc
 from labgov.alerts.balance import runways
 from labgov.core.errors import DomainError
+from labgov.core.params import int_param, text_param
 from labgov.provisioning.forms import DenyForm
 from labgov.provisioning.models import DeploymentModel, ProvisioningRequest
 from labgov.provisioning.selectors import request_for_user, review_queue_for_user
@@ -28,19 +29,19 @@ def review_queue(request):
     state = request.GET.get("state", S.SUBMITTED)
     if state in S.values:
         queue = queue.filter(state=state)
-    lab = request.GET.get("lab", "")
-    if lab.isdigit():
-        queue = queue.filter(lab_id=int(lab))
+    lab = int_param(request.GET, "lab")
+    if lab is not None:
+        queue = queue.filter(lab_id=lab)
     model = request.GET.get("model", "")
     if model in DeploymentModel.values:
         queue = queue.filter(deployment_model=model)
-    if who := request.GET.get("who", "").strip():
+    if who := text_param(request.GET, "who"):
         queue = queue.filter(requester__username__icontains=who)
     page = Paginator(queue, 50).get_page(request.GET.get("page"))
     context = {
         "page": page,
         "state": state,
-        "lab": lab,
+        "lab": "" if lab is None else str(lab),
         "model": model,
         "who": who,
         "states": S.choices,
