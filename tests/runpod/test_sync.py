@@ -299,14 +299,15 @@ def test_attribution_by_rules_and_by_hand(sim, world, sim_account, fast_clients)
     vision = Resource.objects.filter(name__startswith="vision-", kind=ResourceKind.POD)
     assert vision.exists()
     for resource in vision:
-        # The scenario's LABGOV_ALLOCATION values are allocation numbers, not tag codes: such
-        # a pod is refused, stays unattributed with the reason, and no rule claims it.
+        # The scenario's LABGOV_ALLOCATION values are the demo institution's tag codes, which
+        # no allocation here has: such a pod is refused, stays unattributed with the reason,
+        # and no rule claims it.
         if "LABGOV_ALLOCATION" in resource.env:
             assert resource.current_allocation is None, resource.name
             assert "no allocation has this tag" in resource.tag_refusal
         else:
             assert resource.current_allocation == world.allocation, resource.name
-    # The course template sets LABGOV_ALLOCATION=6 for its pods: refused, so its rule waits.
+    # The course template tags its pods LABGOV_ALLOCATION=lga-demo-6: refused, so its rule waits.
     course = Resource.objects.get(name="dl101-lab4-tara")
     assert course.current_allocation is None and course.tag_refusal
     assert _stored_total(sim_account, resource=course, allocation=second) == 0

@@ -159,7 +159,7 @@ def test_create_pod_from_a_template_takes_its_image_and_env(api):
     pod = decoded(api.post("/v2/pods", body))
     assert pod["template"] == "nf-dl101-2026f"
     assert pod["image"] == "ghcr.io/northfield-cs/dl101-lab:2026f"
-    assert pod["env"]["LABGOV_ALLOCATION"] == "6"
+    assert pod["env"]["LABGOV_ALLOCATION"] == "lga-demo-6"
     assert pod["cost"] == Decimal("0.34")
 
 

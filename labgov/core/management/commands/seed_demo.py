@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from labgov.accounts.models import Institution, Lab, Role, User
 from labgov.accounts.services import institution_create, lab_create, membership_grant
-from labgov.funding.models import FundingSource
+from labgov.funding.models import Allocation, FundingSource
 from labgov.funding.services import allocation_create, funding_source_create
 
 DEMO_SLUG = "northfield"
@@ -84,7 +84,6 @@ class Command(BaseCommand):
         """Journey 3 in the demo: Pia claims Kim's forgotten annotation pod from the
         unattributed queue, so its stopped-but-billing alert is on the Vision lab's pages."""
         from labgov.alerts.evaluation import alerts_evaluate
-        from labgov.funding.models import Allocation
         from labgov.runpod.models import Resource
         from labgov.runpod.services import resource_assign
 
@@ -254,6 +253,12 @@ class Command(BaseCommand):
             start_date=course.start_date,
             end_date=course.end_date,
         )
+        # The simulator's default scenario tags its pods `LABGOV_ALLOCATION=lga-demo-<n>`, the
+        # n-th allocation made above. Real tag codes are random (new_tag_code); only the demo
+        # institution's are fixed, so the scenario's pods find their payers.
+        demo = Allocation.objects.filter(funding_source__institution=institution).order_by("pk")
+        for n, pk in enumerate(demo.values_list("pk", flat=True), start=1):
+            Allocation.objects.filter(pk=pk).update(tag_code=f"lga-demo-{n}")
         return users
 
     def _print_logins(self) -> None:
