@@ -416,7 +416,11 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
         )
         if outlook.outlook != Outlook.RUNS_OUT_EARLY or not outlook.days_before_end:
             continue
-        basis = "what runs and is stored now" if outlook.by_now_rate else "today's rate"
+        basis = (
+            f"what runs and is stored on it now ({usd(outlook.now_rate_usd)}/day)"
+            if outlook.by_now_rate
+            else f"the last 7 days' rate ({usd(rate)}/day)"
+        )
         findings.append(
             Finding(
                 kind=Kind.FORECAST_OVERRUN,
@@ -427,8 +431,8 @@ def forecast_overruns(ctx: Context, sources, allocations) -> list[Finding]:
                 funding_source_id=fs_id,
                 allocation_id=alloc_id,
                 severity=Severity.WARNING,
-                title=f"At {basis} {label} runs out on {day_words(outlook.run_out_date)}, "
-                f"{gap_words(outlook.days_before_end)} before it ends",
+                title=f"{label} runs out on {day_words(outlook.run_out_date)}, "
+                f"{gap_words(outlook.days_before_end)} before it ends, at {basis}",
                 detail=f"Burn rate {usd(rate)}/day over the last 7 days; what runs and is "
                 f"stored on it now costs {usd(outlook.now_rate_usd)}/day. "
                 f"{outlook.headline}. {usd(holder.remaining_usd)} left; ends "

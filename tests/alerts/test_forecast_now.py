@@ -34,6 +34,7 @@ def test_two_new_8x_h100_pods_raise_the_forecast_alert(world, account, clock):
     assert alert.facts["run_out_date"] == (T0.date() + dt.timedelta(days=19)).isoformat()
     assert alert.facts["by_now_rate"] is True
     assert alert.facts["now_rate_usd_per_day"] == "1032.96"
-    assert alert.title.startswith(f"At what runs and is stored now {fs.name} runs out on")
+    assert alert.title.startswith(f"{fs.name} runs out on")
+    assert "at what runs and is stored on it now ($" in alert.title
     assert "no spend" in alert.detail  # at the last 7 days' rate
     assert f"allocation:{allocation.pk}" in alerts  # the allocation runs out as early
