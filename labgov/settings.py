@@ -229,7 +229,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # axes: failed logins and lockouts are warnings; its start banner and successes are not.
-    "loggers": {"httpx": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "filters": {"refusals": {"()": "labgov.core.log_filters.RefusalsWithoutTraceback"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        # A 403 is logged as one line, without the PermissionDenied's traceback.
+        "django.request": {"filters": ["refusals"]},
+    },
 }
 
 # Runpod sync (see README, "Configuration").

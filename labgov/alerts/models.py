@@ -162,6 +162,8 @@ class AlertSettings(models.Model):
     )
 
     class Meta:
+        verbose_name = "alert settings"
+        verbose_name_plural = "alert settings"
         constraints = [
             models.UniqueConstraint(
                 fields=["institution"],
