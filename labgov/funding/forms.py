@@ -28,7 +28,10 @@ class FundingSourceForm(BoundedForm):
 
     def __init__(self, *args, labs, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["lab"].queryset = labs
+        if labs is None:  # a change to an existing source keeps its lab
+            del self.fields["lab"]
+        else:
+            self.fields["lab"].queryset = labs
 
 
 class AllocationForm(BoundedForm):
@@ -69,33 +72,10 @@ class GrantImportForm(forms.Form):
             self.fields["institution"].widget = forms.HiddenInput()
 
 
-class FundingProposalForm(BoundedForm):
-    """What a lab admin proposes: a new funding source (with its lab) or a change to one."""
+class FundingProposalForm(FundingSourceForm):
+    """What a lab admin proposes: a new funding source (with its lab) or a change to one (no
+    lab), with the same fields and limits as the source itself, and why."""
 
-    bounded_model = FundingSource
-
-    lab = forms.ModelChoiceField(queryset=None)
-    kind = forms.ChoiceField(choices=FundingSource.Kind.choices)
-    name = forms.CharField(max_length=200)
-    sponsor = forms.CharField(max_length=200, required=False)
-    award_number = forms.CharField(max_length=100, required=False)
-    cost_center = forms.CharField(
-        max_length=200, required=False, label="Cost center / chart-of-accounts string"
-    )
-    start_date = forms.DateField(widget=_DATE)
-    end_date = forms.DateField(widget=_DATE, help_text="The last day of the funding period.")
-    amount_usd = forms.DecimalField(
-        label="Amount (USD)", min_value=0, max_digits=14, decimal_places=2
-    )
-    indirect_cost_rate_percent = forms.DecimalField(
-        label="Indirect-cost rate (%)",
-        required=False,
-        min_value=0,
-        max_value=200,
-        max_digits=5,
-        decimal_places=2,
-    )
-    status = forms.ChoiceField(choices=FundingSource.Status.choices)
     reason = forms.CharField(
         max_length=1000,
         required=False,
@@ -104,11 +84,7 @@ class FundingProposalForm(BoundedForm):
     )
 
     def __init__(self, *args, labs=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        if labs is None:
-            del self.fields["lab"]
-        else:
-            self.fields["lab"].queryset = labs
+        super().__init__(*args, labs=labs, **kwargs)
 
     def values(self) -> dict:
         skip = {"lab", "reason"}

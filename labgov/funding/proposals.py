@@ -17,6 +17,7 @@ from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.funding.models import FundingProposal, FundingSource
 from labgov.funding.services import (
+    FUNDING_FIELDS,
     _check_award_number_free,
     funding_source_create,
     funding_source_update,
@@ -25,18 +26,7 @@ from labgov.funding.services import (
 
 P = FundingProposal.State
 
-PROPOSED_FIELDS = (
-    "kind",
-    "name",
-    "sponsor",
-    "award_number",
-    "cost_center",
-    "start_date",
-    "end_date",
-    "amount_usd",
-    "indirect_cost_rate_percent",
-    "status",
-)
+PROPOSED_FIELDS = FUNDING_FIELDS
 
 
 def _clean(values: dict) -> dict:

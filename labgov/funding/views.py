@@ -324,28 +324,23 @@ def _proposal_for_decision(request, pk: int) -> FundingProposal:
 @login_required
 @require_http_methods(["POST"])
 def proposal_approve(request, pk: int):
-    proposal = _proposal_for_decision(request, pk)
-    form = ProposalDecisionForm(request.POST)
-    note = form.cleaned_data["note"] if form.is_valid() else ""
-    try:
-        funding_proposal_approve(actor=request.user, proposal=proposal, note=note)
-    except DomainError as exc:
-        messages.error(request, f"#{proposal.pk}: {exc.message}")
-    else:
-        messages.success(request, f"Proposal #{proposal.pk} approved.")
-    return redirect("funding:proposals")
+    return _decide(request, pk, funding_proposal_approve, "approved")
 
 
 @login_required
 @require_http_methods(["POST"])
 def proposal_reject(request, pk: int):
+    return _decide(request, pk, funding_proposal_reject, "rejected")
+
+
+def _decide(request, pk: int, decide, done: str):
     proposal = _proposal_for_decision(request, pk)
     form = ProposalDecisionForm(request.POST)
     note = form.cleaned_data["note"] if form.is_valid() else ""
     try:
-        funding_proposal_reject(actor=request.user, proposal=proposal, note=note)
+        decide(actor=request.user, proposal=proposal, note=note)
     except DomainError as exc:
         messages.error(request, f"#{proposal.pk}: {exc.message}")
     else:
-        messages.success(request, f"Proposal #{proposal.pk} rejected.")
+        messages.success(request, f"Proposal #{proposal.pk} {done}.")
     return redirect("funding:proposals")
