@@ -123,6 +123,11 @@ def _progress(run: SyncRun, **fields) -> None:
     SyncRun.objects.filter(pk=run.pk).update(**fields)
 
 
+def _skipped(run: SyncRun, why: str) -> SyncRun:
+    _progress(run, status=SyncRun.Status.SKIPPED, finished_at=timezone.now(), phase="", error=why)
+    return run
+
+
 def account_sync(
     *,
     account_id: int,
@@ -143,24 +148,10 @@ def account_sync(
         account=account, trigger=trigger, triggered_by=actor, started_at=now, phase="starting"
     )
     if not account.is_active:
-        _progress(
-            run,
-            status=SyncRun.Status.SKIPPED,
-            finished_at=timezone.now(),
-            phase="",
-            error="This connection is deactivated; it is not synced.",
-        )
-        return run
+        return _skipped(run, "This connection is deactivated; it is not synced.")
     token = lock_claim(account.pk, now)
     if token is None:
-        _progress(
-            run,
-            status=SyncRun.Status.SKIPPED,
-            finished_at=timezone.now(),
-            phase="",
-            error="Another sync of this account was running.",
-        )
-        return run
+        return _skipped(run, "Another sync of this account was running.")
     try:
         window = Window(
             hour_floor(start) if start else default_window(account, now).start,
