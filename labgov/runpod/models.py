@@ -34,6 +34,12 @@ class RunpodAccount(models.Model):
     # Off: not synced (by beat or by hand) and not used to provision; its history stays.
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Removal takes synced spend off the ledger, so it needs two people: one institution admin
+    # asks, another carries it out (labgov/runpod/removal.py).
+    removal_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    removal_requested_at = models.DateTimeField(null=True, blank=True)
 
     # Billing buckets before this instant were complete when last fetched; the next sync
     # starts here minus an overlap, so late corrections are still picked up.

@@ -148,9 +148,56 @@ def account_removal_summary(account: RunpodAccount) -> RemovalSummary:
 
 
 @transaction.atomic
+def account_removal_request(*, actor, account: RunpodAccount) -> RunpodAccount:
+    """The first of the two people a removal needs: ask for it (audited). Refused, in words,
+    where `account_removal_summary` says it cannot be removed."""
+    locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
+    if locked.removal_requested_by_id is not None:
+        return locked
+    summary = account_removal_summary(locked)
+    if not summary.allowed:
+        raise DomainError(" ".join(summary.blockers))
+    locked.removal_requested_by = actor
+    locked.removal_requested_at = timezone.now()
+    locked.save(update_fields=["removal_requested_by", "removal_requested_at"])
+    audit_record(
+        actor=actor,
+        action="runpod_account.removal_request",
+        target=locked,
+        institution_id=locked.institution_id,
+        before={"removal_requested_by": None},
+        after={"removal_requested_by": actor.pk},
+    )
+    return locked
+
+
+@transaction.atomic
+def account_removal_withdraw(*, actor, account: RunpodAccount) -> RunpodAccount:
+    """Withdraw a removal request (anyone who may remove may withdraw; audited)."""
+    locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
+    if locked.removal_requested_by_id is None:
+        return locked
+    before = {"removal_requested_by": locked.removal_requested_by_id}
+    locked.removal_requested_by = None
+    locked.removal_requested_at = None
+    locked.save(update_fields=["removal_requested_by", "removal_requested_at"])
+    audit_record(
+        actor=actor,
+        action="runpod_account.removal_withdraw",
+        target=locked,
+        institution_id=locked.institution_id,
+        before=before,
+        after={"removal_requested_by": None},
+    )
+    return locked
+
+
+@transaction.atomic
 def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
-    """Remove a mistaken connection and everything it synced (see the module docstring).
-    Audited with what was removed; refused, in words, where `account_removal_summary` says."""
+    """Remove a mistaken connection and everything it synced (see the module docstring), as
+    the second of two institution admins: someone else must have asked for it
+    (`account_removal_request`). Audited with what was removed and both people; refused, in
+    words, where `account_removal_summary` says."""
     from labgov.alerts.models import Alert
     from labgov.runpod.sync import lock_claim
     from labgov.usage.models import DailySpend, MonthlySpend
@@ -161,6 +208,17 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
     summary = account_removal_summary(locked)
     if not summary.allowed:
         raise DomainError(" ".join(summary.blockers))
+    requester_id = locked.removal_requested_by_id
+    if requester_id is None:
+        raise DomainError(
+            f"Removing {locked.name} takes spend off the ledger, so it needs two people: ask for"
+            " its removal first; another institution admin then carries it out."
+        )
+    if requester_id == actor.pk:
+        raise DomainError(
+            f"You asked for the removal of {locked.name}: another institution admin must carry"
+            " it out."
+        )
     reversals = _reverse_ledger_usage(locked, actor)
     audit_record(
         actor=actor,
@@ -177,6 +235,7 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
             "ledger_reversal_entries": reversals,
             "sync_runs": summary.sync_runs,
             "alerts": summary.alerts,
+            "removal_requested_by": requester_id,
         },
         note=f"Removed with its synced data; {reversals} ledger reversal entries posted",
     )

@@ -14,7 +14,12 @@ from labgov.runpod.forms import AccountForm, AssignForm, RuleForm
 from labgov.runpod.history import with_billed_range
 from labgov.runpod.models import AttributionRule, ResourceKind, RunpodAccount, SyncRun
 from labgov.runpod.pricing import resource_storage_monthly_usd
-from labgov.runpod.removal import account_removal_summary, account_remove
+from labgov.runpod.removal import (
+    account_removal_request,
+    account_removal_summary,
+    account_removal_withdraw,
+    account_remove,
+)
 from labgov.runpod.selectors import (
     account_for_user,
     accounts_for_user,
@@ -129,15 +134,29 @@ def account_active(request, pk: int):
 def account_remove_view(request, pk: int):
     account = account_for_user(request.user, pk, manage=True)
     if request.method == "POST":
+        action = request.POST.get("action", "remove")
+        step, done = REMOVAL_STEPS.get(action, REMOVAL_STEPS["remove"])
         try:
-            account_remove(actor=request.user, account=account)
+            step(actor=request.user, account=account)
         except DomainError as exc:
             messages.error(request, exc.message)
         else:
-            messages.success(request, f"Removed {account.name} and everything it synced.")
-            return redirect("runpod:account_list")
+            messages.success(request, done.format(name=account.name))
+            if action == "remove":
+                return redirect("runpod:account_list")
+        return redirect("runpod:account_remove", pk=account.pk)
     summary = account_removal_summary(account)
     return render(request, "runpod/account_remove.html", {"account": account, "summary": summary})
+
+
+REMOVAL_STEPS = {
+    "request": (
+        account_removal_request,
+        "Removal of {name} requested: another institution admin must carry it out.",
+    ),
+    "withdraw": (account_removal_withdraw, "The removal request for {name} is withdrawn."),
+    "remove": (account_remove, "Removed {name} and everything it synced."),
+}
 
 
 def _status_context(account: RunpodAccount) -> dict:

@@ -35,6 +35,18 @@ from labgov.usage.periods import period_close
 from tests.factories import InstitutionFactory, ResourceFactory, RunpodAccountFactory
 
 READ_ONLY = "rpa_READONLY_key_0000RDON"
+
+
+def _second_admin(world):
+    """Another institution admin of the world's institution: removal needs two."""
+    from labgov.accounts.models import Role
+    from tests.factories import MembershipFactory
+
+    return MembershipFactory(
+        role=Role.INSTITUTION_ADMIN, lab=None, institution=world.institution
+    ).user
+
+
 WRITE = "rpa_WRITE_key_000000WRIT"
 
 
@@ -259,14 +271,18 @@ def test_removing_a_mistaken_connection_takes_its_data_and_reverses_its_ledger_u
     assert billed > 0 and spent > 0
     resources = Resource.objects.filter(account=mistaken).count()
 
+    url = reverse("runpod:account_remove", args=[mistaken.pk])
     client = client_for(world.inst_admin)
-    page = client.get(reverse("runpod:account_remove", args=[mistaken.pk])).content.decode()
+    page = client.get(url).content.decode()
     assert f'data-count="resources">{resources}<' in page
     assert f"${billed.quantize(Decimal('0.01')):,}" in page
     assert f"${spent.quantize(Decimal('0.01')):,}" in page
-    assert "Remove Mistaken and its data" in page
+    assert "Ask for the removal of Mistaken" in page
+    assert client.post(url, {"action": "request"}).status_code == 302
 
-    response = client.post(reverse("runpod:account_remove", args=[mistaken.pk]))
+    second = client_for(_second_admin(world))
+    assert "Remove Mistaken and its data" in second.get(url).content.decode()
+    response = second.post(url, {"action": "remove"})
     assert response.status_code == 302
 
     assert not RunpodAccount.objects.filter(pk=mistaken.pk).exists()
@@ -284,6 +300,8 @@ def test_removing_a_mistaken_connection_takes_its_data_and_reverses_its_ledger_u
     assert event.before["resources"] == resources
     assert Decimal(event.before["billed_usd"]) == billed
     assert Decimal(event.before["ledger_usage_reversed_usd"]) == spent
+    assert event.before["removal_requested_by"] == world.inst_admin.pk
+    assert AuditEvent.objects.filter(action="runpod_account.removal_request").exists()
 
 
 def test_removal_is_refused_when_its_data_reaches_into_a_closed_period(world, client_for):
@@ -369,3 +387,36 @@ def test_keys_of_two_different_runpod_accounts_are_pointed_out(world, sim, monke
         checks = account_test_connection(account=account)
     assert [c.ok for c in checks] == [True, True, False]
     assert "seem to belong to different Runpod accounts" in checks[2].message
+
+
+def test_one_admin_alone_cannot_remove_a_connection(world, client_for):
+    """The attack: one institution admin takes a connection's spend off the ledger alone,
+    straight away or by asking and then carrying out their own request."""
+    from labgov.core.errors import DomainError
+    from labgov.runpod.removal import account_removal_request, account_removal_withdraw
+
+    account = RunpodAccountFactory(institution=world.institution, name="Alone")
+    url = reverse("runpod:account_remove", args=[account.pk])
+    client = client_for(world.inst_admin)
+    response = client.post(url, {"action": "remove"}, follow=True)
+    assert any("needs two people" in str(m) for m in response.context["messages"])
+    with pytest.raises(DomainError, match="needs two people"):
+        account_remove(actor=world.inst_admin, account=account)
+
+    client.post(url, {"action": "request"})
+    account.refresh_from_db()
+    assert account.removal_requested_by == world.inst_admin
+    assert 'data-state="waiting"' in client.get(url).content.decode()
+    response = client.post(url, {"action": "remove"}, follow=True)
+    assert any("another institution admin" in str(m) for m in response.context["messages"])
+    assert RunpodAccount.objects.filter(pk=account.pk).exists()
+
+    account_removal_withdraw(actor=world.inst_admin, account=account)
+    account.refresh_from_db()
+    assert account.removal_requested_by is None
+    second = _second_admin(world)
+    with pytest.raises(DomainError, match="needs two people"):
+        account_remove(actor=second, account=account)  # the withdrawn request counts no more
+    account_removal_request(actor=world.inst_admin, account=account)
+    account_remove(actor=second, account=account)
+    assert not RunpodAccount.objects.filter(pk=account.pk).exists()

@@ -5,12 +5,14 @@ from decimal import Decimal
 
 import pytest
 
+from labgov.accounts.models import Role
 from labgov.funding.models import LedgerEntry
 from labgov.runpod.models import BillingRecord
-from labgov.runpod.removal import account_remove
+from labgov.runpod.removal import account_removal_request, account_remove
 from labgov.runpod.services import account_connect
 from labgov.runpod.sync import account_sync
 from labgov.usage.models import DailySpend, MonthlySpend
+from tests.factories import MembershipFactory
 
 pytestmark = [pytest.mark.usefixtures("at_sim_now", "postgres")]
 
@@ -43,6 +45,10 @@ def _totals(account):
 @pytest.mark.django_db(transaction=True)
 def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, settings):
     settings.LABGOV_SYNC_SLICE_HOURS = 24
+    # Removing each round's connection needs a second institution admin.
+    second_admin = MembershipFactory(
+        role=Role.INSTITUTION_ADMIN, lab=None, institution=world.institution
+    ).user
     results = {}
     for writers in (1, 3):
         settings.LABGOV_SYNC_WRITERS = writers
@@ -59,6 +65,7 @@ def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, se
         results[writers] = _totals(account)
         # The same Runpod account may be connected only once: the next round's connection
         # would be refused while this one exists.
-        account_remove(actor=world.inst_admin, account=account)
+        account_removal_request(actor=world.inst_admin, account=account)
+        account_remove(actor=second_admin, account=account)
     assert results[1] == results[3]
     assert results[3]["records"] == results[3]["daily"] == results[3]["monthly"]
