@@ -127,10 +127,62 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses logins while locked out
     "django.contrib.auth.backends.ModelBackend",
+    # Institutional sign-in (OpenID Connect); answers only when LABGOV_OIDC_CLIENT_ID is set.
+    "labgov.accounts.oidc.InstitutionOIDCBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Institutional sign-in through OpenID Connect (README, "Institutional sign-in"). Off unless a
+# client id is set; local passwords stay for the demo and break-glass admins. People are matched
+# by the provider's (issuer, subject), never by email.
+LABGOV_OIDC_CLIENT_ID = env_str("LABGOV_OIDC_CLIENT_ID", "") or ""
+LABGOV_OIDC_ENABLED = bool(LABGOV_OIDC_CLIENT_ID)
+LABGOV_OIDC_NAME = env_str("LABGOV_OIDC_NAME", "your institution") or "your institution"
+LABGOV_OIDC_ISSUER = env_str("LABGOV_OIDC_ISSUER", "") or ""
+LABGOV_OIDC_INSTITUTION = env_str("LABGOV_OIDC_INSTITUTION", "") or ""
+LABGOV_OIDC_GROUPS_CLAIM = env_str("LABGOV_OIDC_GROUPS_CLAIM", "") or ""
+# "group=lab-slug" pairs: holding the group makes the person a member of that lab of
+# LABGOV_OIDC_INSTITUTION; losing it ends that membership (and only that one).
+LABGOV_OIDC_GROUP_LABS = dict(
+    item.split("=", 1) for item in env_list("LABGOV_OIDC_GROUP_LABS") if "=" in item
+)
+OIDC_RP_CLIENT_ID = LABGOV_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = env_str("LABGOV_OIDC_CLIENT_SECRET", "") or ""
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("LABGOV_OIDC_AUTHORIZATION_ENDPOINT", "") or ""
+OIDC_OP_TOKEN_ENDPOINT = env_str("LABGOV_OIDC_TOKEN_ENDPOINT", "") or ""
+OIDC_OP_USER_ENDPOINT = env_str("LABGOV_OIDC_USERINFO_ENDPOINT", "") or ""
+OIDC_OP_JWKS_ENDPOINT = env_str("LABGOV_OIDC_JWKS_ENDPOINT", "") or ""
+OIDC_RP_SIGN_ALGO = env_str("LABGOV_OIDC_SIGN_ALGO", "RS256") or "RS256"
+OIDC_RP_SCOPES = env_str("LABGOV_OIDC_SCOPES", "openid email profile") or "openid email profile"
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+OIDC_CREATE_USER = True
+OIDC_AUTHENTICATE_CLASS = "labgov.accounts.oidc.SignInView"
+OIDC_CALLBACK_CLASS = "labgov.accounts.oidc.CallbackView"
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+if LABGOV_OIDC_ENABLED:
+    _missing = [
+        name
+        for name, value in {
+            "LABGOV_OIDC_ISSUER": LABGOV_OIDC_ISSUER,
+            "LABGOV_OIDC_CLIENT_SECRET": OIDC_RP_CLIENT_SECRET,
+            "LABGOV_OIDC_AUTHORIZATION_ENDPOINT": OIDC_OP_AUTHORIZATION_ENDPOINT,
+            "LABGOV_OIDC_TOKEN_ENDPOINT": OIDC_OP_TOKEN_ENDPOINT,
+            "LABGOV_OIDC_USERINFO_ENDPOINT": OIDC_OP_USER_ENDPOINT,
+            "LABGOV_OIDC_JWKS_ENDPOINT": OIDC_OP_JWKS_ENDPOINT,
+        }.items()
+        if not value
+    ]
+    if _missing:
+        raise ImproperlyConfigured(
+            "LABGOV_OIDC_CLIENT_ID is set, so these must be too: " + ", ".join(_missing)
+        )
+    if LABGOV_OIDC_GROUP_LABS and not (LABGOV_OIDC_GROUPS_CLAIM and LABGOV_OIDC_INSTITUTION):
+        raise ImproperlyConfigured(
+            "LABGOV_OIDC_GROUP_LABS needs LABGOV_OIDC_GROUPS_CLAIM and LABGOV_OIDC_INSTITUTION"
+        )
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -2,13 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from labgov.accounts.views import LoginView
 from labgov.audit.views import audit_log
 from labgov.core.views import healthz
 from labgov.dashboard.views import home
 
 urlpatterns = [
     path("", home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
     path("funding/", include("labgov.funding.urls")),

@@ -123,3 +123,30 @@ class Membership(models.Model):
     def __str__(self) -> str:
         where = self.lab or self.institution
         return f"{self.user} – {self.get_role_display()} of {where}"
+
+
+class ExternalIdentity(models.Model):
+    """Who a person is at the institution's identity provider (OpenID Connect).
+
+    A person is found by (issuer, subject), the provider's stable id for them, never by email:
+    an email can change hands, be reused or be edited at the provider. Memberships given because
+    of a provider group are kept in granted_memberships, so that losing the group ends exactly
+    those and never a role an admin gave by hand.
+    """
+
+    user = models.ForeignKey(User, on_delete=models.PROTECT, related_name="external_identities")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+    granted_memberships = models.ManyToManyField(Membership, blank=True, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["issuer", "subject"], name="external_identity_unique_subject"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} at {self.issuer}"

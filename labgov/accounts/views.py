@@ -1,4 +1,6 @@
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.shortcuts import redirect, render
@@ -220,3 +222,14 @@ def institution_ceiling(request):
     else:
         messages.success(request, "Auto-approval ceiling saved.")
     return redirect("accounts:institution")
+
+
+class LoginView(auth_views.LoginView):
+    """The local login, with institutional sign-in offered above it when it is set up."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["sso_enabled"] = settings.LABGOV_OIDC_ENABLED
+        context["sso_name"] = settings.LABGOV_OIDC_NAME
+        context["sso_failed"] = self.request.GET.get("sso") == "failed"
+        return context
