@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from labgov.accounts.models import Institution, Lab, Membership, User
-from labgov.core.admin import AuditedAdmin
+from labgov.accounts.models import ExternalIdentity, Institution, Lab, Membership, User
+from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
 
 
 @admin.register(User)
@@ -40,3 +40,12 @@ class MembershipAdmin(AuditedAdmin):
 
     def audit_institution_id(self, obj):
         return obj.institution_id
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(ReadOnlyAdmin):
+    """Written only by sign-in (labgov.accounts.oidc); shown so admins can see who is linked."""
+
+    list_display = ["user", "issuer", "subject", "created_at", "last_sign_in_at"]
+    search_fields = ["user__username", "subject"]
+    list_select_related = ["user"]
