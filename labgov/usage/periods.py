@@ -31,7 +31,9 @@ def local_day_start(day: dt.date, time_zone: str) -> dt.datetime:
     return hour_floor(local)
 
 
-def billing_period(year: int, month: int, time_zone: str = "UTC") -> tuple[dt.datetime, dt.datetime]:
+def billing_period(
+    year: int, month: int, time_zone: str = "UTC"
+) -> tuple[dt.datetime, dt.datetime]:
     """The half-open UTC span [start, end) of one month in `time_zone`, on whole hours."""
     first = dt.date(year, month, 1)
     following = dt.date(year + month // 12, month % 12 + 1, 1)
@@ -98,7 +100,9 @@ def period_close(
     (labgov.invoicing.services.period_close_checked asks it)."""
     start, end = billing_period(year, month, institution.time_zone)
     if end > dt.datetime.now(UTC):
-        raise DomainError(f"{dt.date(year, month, 1):%B %Y} has not ended yet; it cannot be closed.")
+        raise DomainError(
+            f"{dt.date(year, month, 1):%B %Y} has not ended yet; it cannot be closed."
+        )
     until = closed_until(institution.pk)
     if until is not None and start != until:
         if start < until:
