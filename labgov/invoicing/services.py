@@ -541,7 +541,8 @@ def finance_people(institution_id: int):
 
 def drafts_generate_due(*, now=None) -> list[tuple[int, dt.date]]:
     """On the first day of a month (in each institution's zone), generate the previous
-    month's drafts once and tell finance they are ready."""
+    month's drafts once and tell finance they are ready. Returns the (institution id, month)
+    that got drafts."""
     from django.urls import reverse
 
     from labgov.notifications.services import notify
@@ -562,6 +563,8 @@ def drafts_generate_due(*, now=None) -> list[tuple[int, dt.date]]:
             if not claimed or is_closed(institution.pk, month):
                 continue
             invoices = invoices_generate(actor=None, institution=institution, month=month, now=now)
+            if not invoices:
+                continue
             notify(
                 recipients=finance_people(institution.pk),
                 kind="invoicing.drafts_ready",
