@@ -176,6 +176,16 @@ def test_credits_and_adjustments_need_a_reason_and_a_second_person_to_issue(worl
         actor=world.finance, invoice=draft, kind="credit", amount_usd=D("1.00"), reason="Outage"
     )
     assert credit.amount_usd == D("-1.00") and credit.entered_by == world.finance
+    # A second line by the same person at the same instant is its own line.
+    extra = invoice_line_add(
+        actor=world.finance, invoice=draft, kind="manual", amount_usd=D("0.50"), reason="Fee"
+    )
+    assert extra.pk != credit.pk and extra.amount_usd == D("0.50")
+    draft.refresh_from_db()
+    assert draft.total_usd == D("1.78")  # 2.12 - 1.00 + 0.50, F&A 0.16
+    from labgov.invoicing.services import invoice_line_remove
+
+    invoice_line_remove(actor=world.finance, line=extra)
     draft.refresh_from_db()
     # F&A follows what the direct lines charge: 10 % of (2.12 - 1.00).
     assert _lines(draft)[-1].amount_usd == D("0.11")
