@@ -14,10 +14,12 @@ from labgov.accounts.forms import (
     AutoApproveCeilingForm,
     LabForm,
     MembershipForm,
+    TimeZoneForm,
 )
 from labgov.accounts.models import Institution, Lab, Membership, Role
 from labgov.accounts.services import (
     institution_auto_approve_ceiling_set,
+    institution_time_zone_set,
     lab_create,
     membership_end,
     membership_grant,
@@ -195,6 +197,7 @@ def institution_people(request):
             "ceiling_form": AutoApproveCeilingForm(
                 initial={"amount_usd": institution.auto_approve_ceiling_usd}
             ),
+            "time_zone_form": TimeZoneForm(initial={"time_zone": institution.time_zone}),
         },
     )
 
@@ -233,3 +236,28 @@ class LoginView(auth_views.LoginView):
         context["sso_name"] = settings.LABGOV_OIDC_NAME
         context["sso_failed"] = self.request.GET.get("sso") == "failed"
         return context
+
+
+@login_required
+@require_POST
+def institution_time_zone(request):
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.admin_institutions))
+    institution = (
+        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    )
+    form = TimeZoneForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect("accounts:institution")
+    try:
+        institution_time_zone_set(
+            actor=request.user, institution=institution, time_zone=form.cleaned_data["time_zone"]
+        )
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Time zone saved.")
+    return redirect("accounts:institution")
