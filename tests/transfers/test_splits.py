@@ -26,7 +26,7 @@ SPLIT_AT = dt.datetime(2026, 11, 3, tzinfo=dt.UTC)
     ),
     cuts=st.lists(st.integers(min_value=1, max_value=9999), min_size=1, max_size=5),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_split_parts_add_up_exactly_and_stay_within_a_unit(amount, cuts):
     # Shares in hundredths of a percent summing to exactly 100.
     bounds = sorted(set(cuts))
