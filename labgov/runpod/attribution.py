@@ -82,11 +82,18 @@ class SplitSegment:
 
 
 def split_segments(
-    *, start: dt.datetime, end: dt.datetime, account=None, resource_ids=None
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    account=None,
+    resource_ids=None,
+    institution_id: int | None = None,
 ) -> list[SplitSegment]:
-    """The split pieces of the timelines (of an account's resources, or of the given ones)
-    that overlap [start, end). Usually none: one query answers that."""
+    """The split pieces of the timelines (of an account's resources, the given ones, or an
+    institution's) that overlap [start, end). Usually none: one query answers that."""
     splits = Assignment.objects.filter(shares__isnull=False, starts_at__lt=end)
+    if institution_id is not None:
+        splits = splits.filter(resource__account__institution_id=institution_id)
     if account is not None:
         splits = splits.filter(resource__account=account)
     if resource_ids is not None:

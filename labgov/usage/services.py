@@ -100,24 +100,46 @@ def split_deltas(
     its shares (split_by_shares: the parts add up to the amount exactly). The rollups and the
     ledger's usage both add these to what the records say, so they agree to the last digit."""
     deltas: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
-    for segment in split_segments(start=start, end=end, account=account, resource_ids=resource_ids):
+    for (_, day, category, allocation_id), delta in split_moves(
+        start=start, end=end, account=account, resource_ids=resource_ids
+    ).items():
+        if day in days:
+            deltas[(day, category, allocation_id)] += delta
+    return {k: v for k, v in deltas.items() if v}
+
+
+def split_moves(
+    *, start: dt.datetime, end: dt.datetime, account=None, resource_ids=None, institution_id=None
+) -> dict[tuple[int, dt.date, str, int], Decimal]:
+    """split_deltas per resource: {(resource id, UTC day, category, allocation id): amount}
+    to add to what the billing records of [start, end) say (grouped by the allocation they
+    name) to pay split resources in their shares. For readers of raw records, such as
+    invoices: the moves of one resource, day and category add up to zero exactly."""
+    deltas: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
+    segments = split_segments(
+        start=start,
+        end=end,
+        account=account,
+        resource_ids=resource_ids,
+        institution_id=institution_id,
+    )
+    for segment in segments:
         records = BillingRecord.objects.filter(
             resource_id=segment.resource_id,
             bucket_start__gte=max(start, segment.start),
             bucket_start__lt=min(end, segment.end) if segment.end else end,
         ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
         percents = [percent for _, percent in segment.shares]
+        resource_id = segment.resource_id
         for (moment, kind), columns in grouped_multi_sums(
             records, ["day", "kind"], COLUMNS
         ).items():
             day = moment.astimezone(UTC).date() if isinstance(moment, dt.datetime) else moment
-            if day not in days:
-                continue
             for category, amount in categories_of(kind, columns):
-                deltas[(day, category, segment.primary)] -= amount
+                deltas[(resource_id, day, category, segment.primary)] -= amount
                 parts = split_by_shares(amount, percents)
                 for (allocation_id, _), part in zip(segment.shares, parts, strict=True):
-                    deltas[(day, category, allocation_id)] += part
+                    deltas[(resource_id, day, category, allocation_id)] += part
     return {k: v for k, v in deltas.items() if v}
 
 
