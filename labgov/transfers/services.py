@@ -30,8 +30,7 @@ from labgov.core.periods import UTC, month_period
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
 from labgov.runpod.models import BillingRecord, Resource, RunpodAccount
 from labgov.transfers.models import CostTransfer
-from labgov.usage.models import Category, DailySpend, MonthlySpend
-from labgov.usage.periods import closed_until
+from labgov.usage.models import Category, ClosedPeriod, DailySpend, MonthlySpend
 from labgov.usage.services import months_rebuild, split_deltas
 
 S = CostTransfer.State
@@ -45,16 +44,25 @@ class Refused(DomainError):
         self.problems = problems
 
 
+def _last_closed(institution_id: int) -> dt.date | None:
+    """The latest month the institution closed (months close in order: all before it too)."""
+    return (
+        ClosedPeriod.objects.filter(institution_id=institution_id)
+        .order_by("-month")
+        .values_list("month", flat=True)
+        .first()
+    )
+
+
 def open_months(institution_id: int, *, now: dt.datetime | None = None) -> list[dt.date]:
     """The months whose spend may still move: after the last closed one, up to this month
     (at most a year back), newest first."""
     today = (now or timezone.now()).astimezone(UTC).date()
     month = today.replace(day=1)
-    until = closed_until(institution_id)
-    oldest = until.date() if until else None
+    closed = _last_closed(institution_id)
     months = []
     for _ in range(12):
-        if oldest is not None and month < oldest:
+        if closed is not None and month <= closed:
             break
         months.append(month)
         month = (month - dt.timedelta(days=1)).replace(day=1)
@@ -138,10 +146,10 @@ def _problems(
     start, end = month_period(month.year, month.month)
     if month.day != 1 or start > timezone.now():
         problems.append(("month", "Choose a month that has begun."))
-    until = closed_until(institution_id)
-    if until is not None and start < until:
+    closed = _last_closed(institution_id)
+    if closed is not None and month <= closed:
         problems.append(
-            ("month", f"{start:%B %Y} is closed: finance froze its spend. Choose an open month.")
+            ("month", f"{month:%B %Y} is closed: finance froze its spend. Choose an open month.")
         )
     last_day = end.date() - dt.timedelta(days=1)
     if not (to_allocation.start_date <= last_day and to_allocation.end_date >= start.date()):
