@@ -117,3 +117,25 @@ def test_shares_editor_saves_a_split_and_shows_every_error_at_once(world, spent,
     # Before the current assignment: refused beside the date.
     page = client.post(url, {**good, "starts_on": "2026-11-02"}).content.decode()
     assert "cannot start before the current assignment" in page
+
+
+def test_dashboards_show_the_move_on_both_sides(world, spent, client_for):
+    account, pod, second, other = spent
+    cost_transfer_create(
+        actor=world.finance,
+        account=account,
+        from_allocation=world.allocation,
+        to_allocation=other,
+        month=NOV,
+        amount_usd=Decimal("7.5"),
+        justification="Wrong grant",
+    )
+    client = client_for(world.finance)
+    params = {"start": "2026-11-01", "end": "2026-11-20"}
+    for fs, amount in ((world.funding_source, "−$7.50"), (world.other_funding_source, "$7.50")):
+        response = client.get(reverse("dashboard:funding", args=[fs.pk]), params)
+        assert response.status_code == 200
+        page = response.content.decode()
+        assert "Cost transfers" in page and amount in page
+    page = client.get(reverse("dashboard:lab", args=[world.other_lab.pk]), params)
+    assert "Cost transfers" in page.content.decode()
