@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "labgov.provisioning",
     "labgov.alerts",
     "labgov.invoicing",
+    "labgov.transfers",
 ]
 
 MIDDLEWARE = [

@@ -197,6 +197,7 @@ KNOWN_ARGS = {
     "runpod:resource_assign": "resource",
     "runpod:rule_deactivate": "rule",
     "notifications:open": "notification",
+    "transfers:resource_funding": "resource",
 }
 BY_ARGUMENT = {"lab_id": "lab", "institution_id": "institution"}
 BY_NAMESPACE = {

@@ -6,6 +6,7 @@ visible at all, "login" redirected to the login page.
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 ROLES = ["inst_admin", "finance", "lab_admin", "member", "outsider", "anonymous"]
 
@@ -84,7 +85,51 @@ GET_PAGES = {
         {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 404, "outsider": 404},
     ),
     "my invoices": (lambda w: reverse("invoicing:mine"), dict.fromkeys(ROLES[:-1], 200)),
+    "cost transfers": (
+        lambda w: reverse("transfers:list"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},
+    ),
+    "cost transfer new": (
+        lambda w: reverse("transfers:new"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},
+    ),
+    "resource funding (split shares)": (
+        lambda w: reverse("transfers:resource_funding", args=[_pod(w).pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 200, "outsider": 404},
+    ),
 }
+
+
+def _pod(world):
+    from tests.factories import ResourceFactory, RunpodAccountFactory
+
+    return ResourceFactory(
+        account=RunpodAccountFactory(institution=world.institution),
+        current_allocation=world.allocation,
+    )
+
+
+def _transfer_proposal(world):
+    from labgov.transfers.models import CostTransfer
+
+    second = world.allocation.funding_source.allocations.create(
+        project_name="B",
+        cap_usd=1,
+        start_date=world.allocation.start_date,
+        end_date=world.allocation.end_date,
+    )
+    return CostTransfer.objects.create(
+        institution=world.institution,
+        account=_pod(world).account,
+        month=world.allocation.start_date.replace(day=1),
+        from_allocation=world.allocation,
+        to_allocation=second,
+        from_funding_source=world.funding_source,
+        to_funding_source=world.funding_source,
+        amount_usd=1,
+        justification="Wrong grant",
+        proposed_by=world.lab_admin,
+    )
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -231,6 +276,26 @@ POSTS = {
         lambda w: reverse("accounts:membership_end", args=[_membership_of(w, w.lab_admin).pk]),
         lambda w: {},
         {"inst_admin": 302, "finance": 404, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    # Approving re-checks the spend (none here): refused in words, the page redirects.
+    "cost transfer approve": (
+        lambda w: reverse("transfers:approve", args=[_transfer_proposal(w).pk]),
+        lambda w: {},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "cost transfer reject": (
+        lambda w: reverse("transfers:reject", args=[_transfer_proposal(w).pk]),
+        lambda w: {"note": "Not allowable"},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "split shares": (
+        lambda w: reverse("transfers:resource_funding", args=[_pod(w).pk]),
+        lambda w: {
+            "starts_on": timezone.now().date().isoformat(),
+            "allocation_1": w.allocation.pk,
+            "share_1": "100",
+        },
+        {"inst_admin": 302, "finance": 403, "lab_admin": 302, "member": 403, "outsider": 404},
     ),
     "institution appoint": (
         lambda w: reverse("accounts:institution"),

@@ -249,7 +249,75 @@ def read_lab_history(world, who):
     )
 
 
+def _spent_pod(world):
+    """A pod paid by the member's allocation with an hour of this month's spend, and a second
+    allocation of the lab to move it to."""
+    from labgov.runpod.models import BillingRecord
+    from labgov.runpod.services import resource_assign
+    from tests.factories import ResourceFactory
+
+    month = timezone.now().date().replace(day=1)
+    start = dt.datetime.combine(month, dt.time(), tzinfo=dt.UTC)
+    pod = ResourceFactory(account=RunpodAccountFactory(institution=world.institution))
+    BillingRecord.objects.create(
+        resource=pod,
+        kind="pod",
+        bucket_start=start,
+        bucket_end=start + dt.timedelta(hours=1),
+        total_usd=D("3"),
+        gpu_usd=D("3"),
+    )
+    resource_assign(actor=None, resource=pod, allocation=world.allocation)
+    second = AllocationFactory(funding_source=world.funding_source, user=None, project_name="B")
+    return pod, second, month
+
+
+def _transfer(world, who):
+    from labgov.transfers.services import cost_transfer_create
+
+    pod, second, month = _spent_pod(world)
+    return cost_transfer_create(
+        actor=who,
+        account=pod.account,
+        from_allocation=world.allocation,
+        to_allocation=second,
+        month=month,
+        amount_usd=D("1"),
+        justification="Wrong grant",
+    )
+
+
+def transfer_at_once(world, who):
+    return _transfer(world, who).state == "applied"
+
+
+def propose_transfer(world, who):
+    return _transfer(world, who).state == "pending"
+
+
+def approve_transfer(world, who):
+    from labgov.transfers.services import cost_transfer_approve
+
+    proposal = _transfer(world, world.lab_admin)
+    return cost_transfer_approve(actor=who, transfer=proposal).state == "applied"
+
+
+def split_resource(world, who):
+    from labgov.transfers.splits import resource_split_set
+
+    pod, second, month = _spent_pod(world)
+    today = dt.datetime.combine(timezone.now().date(), dt.time(), tzinfo=dt.UTC)
+    shares = [(world.allocation, D(60)), (second, D(40))]
+    return resource_split_set(actor=who, resource=pod, shares=shares, starts_at=today) is not None
+
+
 POWERS = {
+    "Move spend of an open month between allocations at once (cost transfer)": (transfer_at_once),
+    "Propose a cost transfer between allocations of their lab": propose_transfer,
+    "Approve a cost transfer proposed by someone else": approve_transfer,
+    "Pay a resource from several of their labs' allocations in shares (split funding)": (
+        split_resource
+    ),
     "Create a funding source, or set its amount, dates or status": set_funding,
     "Propose a new funding source, or a change to one of their lab's": propose_funding,
     "Approve or reject a funding proposal that is not their own": decide_proposal,

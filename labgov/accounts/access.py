@@ -253,6 +253,28 @@ def funding_proposals_q(user) -> Q:
     return Q(institution_id__in=scope.money_institutions) | Q(lab_id__in=scope.admin_labs)
 
 
+def can_transfer_directly(user, institution_id: int) -> bool:
+    """Move spend between allocations at once: finance and institution admins (audited)."""
+    return institution_id in scope_for(user).money_institutions
+
+
+def can_propose_transfer(user, lab_id: int) -> bool:
+    """Lab admins propose cost transfers within their lab; finance or an institution admin
+    (never the proposer) approves them."""
+    return lab_id in scope_for(user).admin_labs
+
+
+def cost_transfers_q(user) -> Q:
+    """Cost transfers: all of the institution for finance and its admins; for lab admins,
+    those into or out of their labs' allocations."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.money_institutions)
+        | Q(from_funding_source__lab_id__in=scope.admin_labs)
+        | Q(to_funding_source__lab_id__in=scope.admin_labs)
+    )
+
+
 def can_import_grants(user, institution_id: int) -> bool:
     return institution_id in scope_for(user).money_institutions
 

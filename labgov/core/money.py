@@ -1,4 +1,4 @@
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal, localcontext
 
 from django.db import models
 from django.db.models import Sum
@@ -61,3 +61,28 @@ def grouped_multi_sums(queryset, keys: list[str], fields: list[str]) -> dict[tup
         for i, value in enumerate(row[n:]):
             current[i] += value or ZERO
     return totals
+
+
+PRECISE_UNIT = Decimal("1E-10")  # the last place PreciseMoneyField stores
+
+
+def split_by_shares(amount: Decimal, shares: list[Decimal]) -> list[Decimal]:
+    """Split `amount` in proportion to `shares` (percentages summing to 100) at the stored
+    precision, so the parts add up to `amount` exactly (largest remainder method).
+
+    Each part is first floored to the stored unit; the units left over go one each to the
+    parts whose floors cut off the most, ties to the earlier share: deterministic, and no part
+    is ever more than one unit from its exact value. Works for negative amounts (credits) too.
+    """
+    total = sum(shares, ZERO)
+    if total != 100:
+        raise ValueError(f"shares must sum to 100, not {total}")
+    with localcontext() as context:
+        context.prec = 60  # room for any sum of stored amounts times a share: exact
+        exact = [amount * share / 100 for share in shares]
+        floors = [value.quantize(PRECISE_UNIT, rounding=ROUND_FLOOR) for value in exact]
+        left = int((amount.quantize(PRECISE_UNIT) - sum(floors, ZERO)) / PRECISE_UNIT)
+    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - floors[i]), i))
+    for i in order[:left]:
+        floors[i] += PRECISE_UNIT
+    return floors

@@ -4,6 +4,7 @@ from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
 from labgov.runpod.models import (
     AccountBillingRecord,
     Assignment,
+    AssignmentShare,
     AttributionRule,
     GpuType,
     Resource,
@@ -97,3 +98,8 @@ class AssignmentAdmin(ReadOnlyAdmin):
     list_display = ["resource", "allocation", "starts_at", "source", "created_by"]
     list_filter = ["source"]
     list_select_related = ["resource", "allocation", "created_by"]
+
+
+@admin.register(AssignmentShare)
+class AssignmentShareAdmin(ReadOnlyAdmin):
+    list_display = ["assignment", "allocation", "share_percent"]

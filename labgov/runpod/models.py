@@ -359,3 +359,33 @@ class Assignment(models.Model):
     def __str__(self) -> str:
         who = self.allocation or "unattributed"
         return f"{self.resource} → {who} from {self.starts_at:%Y-%m-%d %H:%M}"
+
+
+class AssignmentShare(models.Model):
+    """Split funding: a share of the spend of an assignment's period paid by one allocation.
+
+    An assignment with shares pays its resource's spend from several allocations in fixed
+    percentages (summing to exactly 100); its `allocation` is the largest share, the one the
+    billing records name. The rollups and the ledger split each day's amounts by the shares
+    (labgov/usage/services.py: split_deltas), so every part adds up to the records exactly.
+    Shares are never edited: a new split is a new assignment, so the timeline keeps history.
+    """
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="shares")
+    allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
+    share_percent = models.DecimalField(max_digits=5, decimal_places=2)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "allocation"], name="assignment_share_unique_allocation"
+            ),
+            models.CheckConstraint(
+                condition=Q(share_percent__gt=0, share_percent__lt=100),
+                name="assignment_share_between_0_and_100",
+            ),
+        ]
+        ordering = ["assignment", "-share_percent", "allocation"]
+
+    def __str__(self) -> str:
+        return f"{self.share_percent}% by {self.allocation_id}"

@@ -1,4 +1,5 @@
 import datetime as dt
+from decimal import Decimal
 
 import httpx
 from django.conf import settings
@@ -23,6 +24,7 @@ from labgov.runpod.attribution import (
 from labgov.runpod.models import (
     DEFAULT_BASE_URL,
     Assignment,
+    AssignmentShare,
     AttributionRule,
     Resource,
     ResourceKind,
@@ -473,13 +475,23 @@ def resource_assign(
     starts_at: dt.datetime | None = None,
     source: str = Assignment.Source.MANUAL,
     note: str = "",
+    shares: list[tuple[Allocation, Decimal]] | None = None,
 ) -> Assignment:
     """Assign a resource's spend to an allocation (None: explicitly unattributed).
 
     A resource's first assignment covers its whole history in open periods; a re-assignment
     takes effect from `starts_at` (default now), so spend before it stays where it was. No
-    assignment starts inside a period finance has closed.
+    assignment starts inside a period finance has closed. With `shares` (split funding, see
+    labgov/transfers/splits.py, which checks who may and what) the spend is paid by several
+    allocations in those percentages; `allocation` is then the largest share.
     """
+    if shares is not None and (
+        sum((p for _, p in shares), Decimal(0)) != 100
+        or allocation is None
+        or allocation.pk != shares[0][0].pk
+        or len({a.pk for a, _ in shares}) != len(shares)
+    ):
+        raise DomainError("Shares must name distinct allocations and add up to exactly 100%.")
     locked = Resource.objects.select_for_update().get(pk=resource.pk)
     if locked.kind == ResourceKind.ENDPOINT:
         raise DomainError("Account-wide endpoint spend has no resource to assign.")
@@ -512,6 +524,10 @@ def resource_assign(
         created_by=actor if actor and actor.pk else None,
         note=note,
     )
+    if shares:
+        AssignmentShare.objects.bulk_create(
+            AssignmentShare(assignment=assignment, allocation=a, share_percent=p) for a, p in shares
+        )
     locked.current_allocation = allocation
     locked.save(update_fields=["current_allocation"])
     days = reattribute(resource_ids=[locked.pk], since=starts_at)
@@ -528,6 +544,7 @@ def resource_assign(
             "allocation_id": allocation.pk if allocation else None,
             "starts_at": starts_at.isoformat(),
             "source": source,
+            **({"shares": {str(a.pk): str(p) for a, p in shares}} if shares else {}),
         },
         note=note,
     )

@@ -20,6 +20,10 @@ class Category(models.TextChoices):
     CLUSTERS = "clusters", "Clusters"
     # Whatever a record's total holds beyond its known components (normally nothing).
     OTHER = "other", "Other"
+    # Spend moved between allocations by a cost transfer (labgov/transfers): a negative row on
+    # the allocation it left, a positive one on the allocation it went to. Not from records:
+    # rebuilding the rollups from records keeps these rows.
+    TRANSFER = "cost_transfer", "Cost transfers"
 
 
 STORAGE_CATEGORIES = (

@@ -4,9 +4,10 @@ from decimal import Decimal
 
 from django.db.models.functions import TruncDay
 
-from labgov.core.money import ZERO, grouped_multi_sums
+from labgov.core.money import ZERO, grouped_multi_sums, split_by_shares
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation
+from labgov.runpod.attribution import split_segments
 from labgov.runpod.models import BillingRecord, ResourceKind
 from labgov.usage.models import Category, DailySpend, MonthlySpend
 
@@ -61,8 +62,14 @@ def rollups_rebuild(*, account, days) -> None:
         for category, amount in categories_of(kind, columns):
             amounts[(day, category, allocation_id)] += amount
 
+    for key, delta in split_deltas(account=account, start=start, end=end, days=wanted).items():
+        amounts[key] += delta
+
     owners = _owners({k[2] for k in amounts if k[2] is not None})
-    DailySpend.objects.filter(account=account, day__in=days).delete()
+    # Cost transfers' rows are not made from records: they stay (labgov/transfers).
+    DailySpend.objects.filter(account=account, day__in=days).exclude(
+        category=Category.TRANSFER
+    ).delete()
     DailySpend.objects.bulk_create(
         [
             DailySpend(
@@ -75,13 +82,65 @@ def rollups_rebuild(*, account, days) -> None:
                 **owners.get(allocation_id, {"lab_id": account.lab_id}),
             )
             for (day, category, allocation_id), amount in amounts.items()
+            if amount
         ],
         batch_size=1000,
     )
     # Slices of one sync may be written side by side, each rebuilding the months it touches
     # from all the month's days: one at a time, each seeing the others' committed days.
     type(account).objects.select_for_update().filter(pk=account.pk).first()
-    _months_rebuild(account, {d.replace(day=1) for d in days})
+    months_rebuild(account=account, months={d.replace(day=1) for d in days})
+
+
+def split_deltas(
+    *, start: dt.datetime, end: dt.datetime, days: set[dt.date], account=None, resource_ids=None
+) -> dict[tuple[dt.date, str, int], Decimal]:
+    """What split funding moves on these UTC days, per (day, category, allocation): each split
+    piece's amount of a day and category leaves the allocation its records name and goes to
+    its shares (split_by_shares: the parts add up to the amount exactly). The rollups and the
+    ledger's usage both add these to what the records say, so they agree to the last digit."""
+    deltas: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
+    for (_, day, category, allocation_id), delta in split_moves(
+        start=start, end=end, account=account, resource_ids=resource_ids
+    ).items():
+        if day in days:
+            deltas[(day, category, allocation_id)] += delta
+    return {k: v for k, v in deltas.items() if v}
+
+
+def split_moves(
+    *, start: dt.datetime, end: dt.datetime, account=None, resource_ids=None, institution_id=None
+) -> dict[tuple[int, dt.date, str, int], Decimal]:
+    """split_deltas per resource: {(resource id, UTC day, category, allocation id): amount}
+    to add to what the billing records of [start, end) say (grouped by the allocation they
+    name) to pay split resources in their shares. For readers of raw records, such as
+    invoices: the moves of one resource, day and category add up to zero exactly."""
+    deltas: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
+    segments = split_segments(
+        start=start,
+        end=end,
+        account=account,
+        resource_ids=resource_ids,
+        institution_id=institution_id,
+    )
+    for segment in segments:
+        records = BillingRecord.objects.filter(
+            resource_id=segment.resource_id,
+            bucket_start__gte=max(start, segment.start),
+            bucket_start__lt=min(end, segment.end) if segment.end else end,
+        ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
+        percents = [percent for _, percent in segment.shares]
+        resource_id = segment.resource_id
+        for (moment, kind), columns in grouped_multi_sums(
+            records, ["day", "kind"], COLUMNS
+        ).items():
+            day = moment.astimezone(UTC).date() if isinstance(moment, dt.datetime) else moment
+            for category, amount in categories_of(kind, columns):
+                deltas[(resource_id, day, category, segment.primary)] -= amount
+                parts = split_by_shares(amount, percents)
+                for (allocation_id, _), part in zip(segment.shares, parts, strict=True):
+                    deltas[(resource_id, day, category, allocation_id)] += part
+    return {k: v for k, v in deltas.items() if v}
 
 
 def _owners(allocation_ids) -> dict[int, dict]:
@@ -93,7 +152,8 @@ def _owners(allocation_ids) -> dict[int, dict]:
     }
 
 
-def _months_rebuild(account, months: set[dt.date]) -> None:
+def months_rebuild(*, account, months: set[dt.date]) -> None:
+    """Recompute the account's monthly rollups of these months from its daily ones."""
     for month in sorted(months):
         following = (month + dt.timedelta(days=32)).replace(day=1)
         days = DailySpend.objects.filter(account=account, day__gte=month, day__lt=following)
