@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "labgov.notifications",
     "labgov.provisioning",
     "labgov.alerts",
+    "labgov.invoicing",
 ]
 
 MIDDLEWARE = [
