@@ -187,7 +187,7 @@ def job_download(request, pk: int):
     return FileResponse(path.open("rb"), as_attachment=True, filename=job.download_name)
 
 
-def _invoice_or_job(request, pk: int, kind: str):
+def _invoice_or_job(request, pk: int):
     invoice = source.invoice_for(request.user, pk)
     if invoice.line_count > settings.LABGOV_EXPORT_SYNC_MAX_ROWS:
         messages.info(request, f"Invoice {invoice} is large: export it as a background job.")
@@ -223,7 +223,7 @@ def invoice_csv(request, pk: int):
 def invoice_xlsx(request, pk: int):
     from labgov.exports.xlsx import write_workbook
 
-    invoice, refused = _invoice_or_job(request, pk, Kind.INVOICE_XLSX)
+    invoice, refused = _invoice_or_job(request, pk)
     if refused:
         return refused
     out = io.BytesIO()
@@ -236,7 +236,7 @@ def invoice_xlsx(request, pk: int):
 def invoice_pdf(request, pk: int):
     from labgov.exports.pdf import write_pdf
 
-    invoice, refused = _invoice_or_job(request, pk, Kind.INVOICE_PDF)
+    invoice, refused = _invoice_or_job(request, pk)
     if refused:
         return refused
     out = io.BytesIO()
