@@ -198,3 +198,30 @@ def record_rows(queryset) -> Iterator[tuple]:
             row[11].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M"),
             *row[12:],
         )
+
+
+def my_share_rows(user) -> Iterator[list]:
+    """A member's share: the lines of issued invoices charged to their own allocations
+    (labgov.invoicing.selectors.my_lines), as the per-line CSV's rows."""
+    from labgov.invoicing.selectors import my_lines
+
+    lines = my_lines(user).select_related("invoice__institution", "invoice__lab")
+    for line in lines.iterator(chunk_size=CHUNK):
+        invoice = line.invoice
+        yield [
+            invoice.institution.name,
+            invoice.lab.name,
+            invoice.funding_source.name,
+            invoice.award_number,
+            invoice.cost_center,
+            f"{invoice.month:%Y-%m}",
+            invoice.number,
+            invoice.status,
+            _CATEGORY.get(line.category, line.category),
+            line.description,
+            "" if line.quantity is None else line.quantity,
+            line.unit,
+            "" if line.unit_rate_usd is None else line.unit_rate_usd,
+            line.amount_usd,
+            "yes" if line.reconciled else "no",
+        ]

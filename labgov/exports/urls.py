@@ -12,6 +12,7 @@ urlpatterns = [
     path(period + "jobs/", views.job_create, name="job_create"),
     path("jobs/<int:pk>/", views.job, name="job"),
     path("jobs/<int:pk>/download/", views.job_download, name="job_download"),
+    path("mine.csv", views.my_share_csv, name="my_share_csv"),
     path("invoices/<int:pk>.csv", views.invoice_csv, name="invoice_csv"),
     path("invoices/<int:pk>.xlsx", views.invoice_xlsx, name="invoice_xlsx"),
     path("invoices/<int:pk>.pdf", views.invoice_pdf, name="invoice_pdf"),

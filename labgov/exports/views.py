@@ -257,3 +257,12 @@ def _attachment(content: bytes, invoice, kind: str, content_type: str) -> HttpRe
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+@login_required
+@require_GET
+def my_share_csv(request):
+    """Anyone's own share (members' view of invoices); empty for someone charged nothing."""
+    return csv_streaming_download(
+        "labgov-my-share-of-invoices.csv", source.my_share_rows(request.user), header=LINE_COLUMNS
+    )

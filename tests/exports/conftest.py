@@ -22,7 +22,9 @@ class Invoices:
     nlp: Invoice
 
 
-def make_invoice(source, *, lines, status="draft", number_seq=None, month=MONTH) -> Invoice:
+def make_invoice(
+    source, *, lines, status="draft", number_seq=None, month=MONTH, allocation=None
+) -> Invoice:
     start, end = month_period(month.year, month.month)
     exact = [Decimal(amount) for *_, amount, _ in lines]
     rounded = [to_cents(amount) for amount in exact]
@@ -53,6 +55,7 @@ def make_invoice(source, *, lines, status="draft", number_seq=None, month=MONTH)
             exact_amount_usd=Decimal(amount),
             amount_usd=to_cents(Decimal(amount)),
             reconciled=reconciled,
+            allocation=allocation,
             reason="goodwill" if Decimal(amount) < 0 else "",
             entered_by=source.lab.memberships.first().user if Decimal(amount) < 0 else None,
         )

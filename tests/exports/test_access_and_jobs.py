@@ -1,7 +1,9 @@
 """Who may export what; background jobs from request to expiry; a file downloaded by anyone
 but its requester (in scope) is a 404 — the attacks are performed."""
 
+import csv
 import datetime as dt
+import io
 from decimal import Decimal
 
 import pytest
@@ -13,6 +15,7 @@ from labgov.accounts.models import Membership
 from labgov.exports.models import ExportJob
 from labgov.exports.services import export_job_run, export_jobs_expire, job_path
 from labgov.runpod.models import BillingRecord
+from tests.exports.conftest import make_invoice
 from tests.factories import ResourceFactory, RunpodAccountFactory
 
 PERIOD = "exports:period"
@@ -190,3 +193,26 @@ def test_billing_records_export_is_scoped_and_large_ones_go_to_a_job(
     settings.LABGOV_EXPORT_SYNC_MAX_ROWS = 2
     response = client_for(world.finance).get(reverse("exports:period_records_csv", args=args))
     assert response.status_code == 302 and response.url == reverse(PERIOD, args=args)
+
+
+def test_members_export_their_share_of_issued_invoices_only(invoices, world, client_for):
+    september = dt.date(2026, 9, 1)
+    line = ("gpu_compute", "pod mine", None, None, "4.125", True)
+    make_invoice(world.funding_source, lines=[line], month=september, allocation=world.allocation)
+    make_invoice(
+        world.other_funding_source,
+        lines=[line],
+        month=september,
+        status="issued",
+        number_seq=7,
+        allocation=world.allocation,
+    )
+
+    def share(user):
+        response = client_for(user).get(reverse("exports:my_share_csv"))
+        return list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+    rows = share(world.member)  # the draft's line is not theirs to see yet
+    assert [(r["invoice"], r["amount_usd"]) for r in rows] == [("2026-0007", "4.12")]
+    assert share(world.other_member) == [] and share(world.lab_admin) == []
+    assert client_for(None).get(reverse("exports:my_share_csv")).status_code == 302
