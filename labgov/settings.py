@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "labgov.alerts",
     "labgov.invoicing",
     "labgov.transfers",
+    "labgov.exports",
 ]
 
 MIDDLEWARE = [
@@ -272,6 +273,19 @@ CELERY_BEAT_SCHEDULE: dict = {}
 
 # Cost arithmetic settings (Runpod does not document them; see README).
 LABGOV_HOURS_PER_MONTH = env_decimal("LABGOV_HOURS_PER_MONTH", "730")
+
+# Exports (see README, "Exports"): files written by background jobs live here, readable only
+# through the download page, for this many days; per-invoice XLSX/PDF and the records CSV
+# above this many rows are written by a job rather than in the request.
+LABGOV_EXPORT_DIR = Path(env_str("LABGOV_EXPORT_DIR", str(VAR_DIR / "exports")))
+LABGOV_EXPORT_KEEP_DAYS = env_int("LABGOV_EXPORT_KEEP_DAYS", 7, minimum=1)
+LABGOV_EXPORT_SYNC_MAX_ROWS = env_int("LABGOV_EXPORT_SYNC_MAX_ROWS", 20000, minimum=1)
+# The general-ledger account the chargeback journal debits (README, "Exports").
+LABGOV_JOURNAL_GL_ACCOUNT = env_str("LABGOV_JOURNAL_GL_ACCOUNT", "")
+CELERY_BEAT_SCHEDULE["exports-expire"] = {
+    "task": "labgov.exports.tasks.expire_exports",
+    "schedule": 3600,
+}
 
 # Error pages and reports hide marked secrets (Runpod keys) even when DEBUG is on.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "labgov.core.debug.SecretsHiddenReporterFilter"

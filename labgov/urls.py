@@ -22,6 +22,7 @@ urlpatterns = [
     path("alerts/", include("labgov.alerts.urls")),
     path("invoices/", include("labgov.invoicing.urls")),
     path("transfers/", include("labgov.transfers.urls")),
+    path("exports/", include("labgov.exports.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -23,3 +23,8 @@ LABGOV_SYNC_WRITERS = 1
 LABGOV_WEBHOOK_HTTP_HOSTS = ["127.0.0.1", "localhost", "::1"]
 # The simulator listens on this machine (tests of the production rule override it).
 LABGOV_RUNPOD_HOSTS = ["127.0.0.1", "localhost", "::1"]
+
+# Export files go to a directory of this test run, never the project's var/.
+import tempfile  # noqa: E402
+
+LABGOV_EXPORT_DIR = Path(tempfile.mkdtemp(prefix="labgov-test-exports-"))  # noqa: F405

@@ -279,6 +279,27 @@ def can_import_grants(user, institution_id: int) -> bool:
     return institution_id in scope_for(user).money_institutions
 
 
+def can_export_period(user, institution_id: int) -> bool:
+    """Export a period's invoices: finance and institution admins (all of the institution),
+    lab admins (their labs' invoices only, as invoices_q scopes them)."""
+    scope = scope_for(user)
+    return institution_id in scope.money_institutions | scope.lab_admin_institutions
+
+
+def billing_records_export_q(user) -> Q:
+    """Billing records a person may export: all of the institution's accounts for finance and
+    institution admins (unattributed ones too); those attributed to their labs for lab admins."""
+    scope = scope_for(user)
+    return Q(resource__account__institution_id__in=scope.money_institutions) | Q(
+        allocation__funding_source__lab_id__in=scope.admin_labs
+    )
+
+
+def export_jobs_q(user) -> Q:
+    """An export file is its requester's alone (the download checks their scope again)."""
+    return Q(requested_by_id=scope_for(user).user_id) if user.is_authenticated else Q(pk__in=[])
+
+
 def can_set_auto_approve_ceiling(user, institution_id: int) -> bool:
     return institution_id in scope_for(user).admin_institutions
 
