@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0002_institution_auto_approve_ceiling'),
+        ('accounts', '0003_institution_time_zone'),
     ]
 
     operations = [
