@@ -314,3 +314,20 @@ def is_active_in_institution_lab(user_id: int | None, institution_id: int) -> bo
         .filter(user_id=user_id, institution_id=institution_id, role__in=LAB_ROLES)
         .exists()
     )
+
+
+def retention_cases_q(user) -> Q:
+    """Retention cases: all of the institution for its admins and finance (finance reads);
+    their labs' for lab admins; and everyone's own (the volumes they pay for)."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.money_institutions)
+        | Q(lab_id__in=scope.admin_labs)
+        | Q(owner_id=scope.user_id)
+    )
+
+
+def can_decide_retention(user, *, institution_id: int, lab_id: int | None) -> bool:
+    """Keep, hold, move, request or approve a volume's deletion: the lab's admins and the
+    institution's admins; cases of no lab only the latter. Finance and owners only read."""
+    return can_manage_alert(user, institution_id=institution_id, lab_id=lab_id)
