@@ -149,7 +149,7 @@ def case_delete_carry_out(*, case_id: int, client_factory: Callable | None = Non
     factory = client_factory or write_client_for_account
     with transaction.atomic():
         case = (
-            RetentionCase.objects.select_for_update()
+            RetentionCase.objects.select_for_update(of=("self",))
             .select_related("resource__account", "deletion_requested_by")
             .get(pk=case_id)
         )
