@@ -60,7 +60,9 @@ def second_admin(world):
 
 def open_case(resource):
     institution_id = resource.account.institution_id
-    found = candidates(institution_id, resolver=Resolver(institution_id), resource_ids=[resource.pk])
+    found = candidates(
+        institution_id, resolver=Resolver(institution_id), resource_ids=[resource.pk]
+    )
     assert found, "the resource is no candidate"
     from django.db import transaction
 

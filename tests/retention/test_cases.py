@@ -33,7 +33,9 @@ def case(world, account, ending_grant, policy):
         created_at_runpod=timezone.now() - dt.timedelta(days=10),
     )
     Assignment.objects.create(
-        resource=volume, allocation=allocation, starts_at=timezone.now() - dt.timedelta(days=60),
+        resource=volume,
+        allocation=allocation,
+        starts_at=timezone.now() - dt.timedelta(days=60),
         source=Assignment.Source.MANUAL,
     )
     return open_case(volume)
@@ -232,7 +234,12 @@ def test_every_transition_allowed_or_refused(world, case, payer, second_admin, s
             Hold.objects.get_or_create(
                 resource=case.resource,
                 case=case,
-                defaults={"kind": "thesis", "reason": "r", "payer": payer, "placed_by": world.lab_admin},
+                defaults={
+                    "kind": "thesis",
+                    "reason": "r",
+                    "payer": payer,
+                    "placed_by": world.lab_admin,
+                },
             )
         allowed = state in services.ALLOWED[action]
         try:
@@ -255,7 +262,9 @@ def test_every_transition_is_audited_and_told(world, case, payer):
         reason="analysis",
         review_date=timezone.now().date() + TOMORROW,
     )
-    events = AuditEvent.objects.filter(target_type="retention.retentioncase", target_id=str(case.pk))
+    events = AuditEvent.objects.filter(
+        target_type="retention.retentioncase", target_id=str(case.pk)
+    )
     assert list(events.order_by("id").values_list("action", flat=True)) == [
         "retention.open",
         "retention.keep",
