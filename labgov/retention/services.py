@@ -197,7 +197,7 @@ def case_open_for_resource(*, actor, resource: Resource, note: str = "") -> Rete
     from labgov.retention.models import Reason
 
     locked = (
-        Resource.objects.select_for_update()
+        Resource.objects.select_for_update(of=("self",))
         .select_related("account", "current_allocation__funding_source")
         .get(pk=resource.pk)
     )

@@ -76,11 +76,8 @@ def _form_or_error(form):
 
 def _act(request, case: RetentionCase, action: str) -> str:
     user = request.user
-    note = (
-        NoteForm(request.POST).cleaned_data.get("note", "")
-        if NoteForm(request.POST).is_valid()
-        else ""
-    )
+    notes = NoteForm(request.POST)
+    note = notes.cleaned_data["note"] if notes.is_valid() else ""
     if action == "keep":
         data = _form_or_error(KeepForm(request.POST))
         services.case_keep(
