@@ -14,7 +14,7 @@ from labgov.retention.triggers import candidates
 def cases_for(user):
     return (
         RetentionCase.objects.filter(access.retention_cases_q(user))
-        .select_related("resource", "lab", "owner", "payer__funding_source")
+        .select_related("resource", "lab", "owner", "payer__funding_source", "payer__user")
         .order_by("due_date", "id")
     )
 
@@ -57,7 +57,7 @@ def case_context(case: RetentionCase) -> dict:
     return {
         "holds": list(
             Hold.objects.filter(case=case).select_related(
-                "payer__funding_source", "placed_by", "lifted_by"
+                "payer__funding_source", "payer__user", "placed_by", "lifted_by"
             )
         ),
         "approvals": list(

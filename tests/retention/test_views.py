@@ -200,3 +200,38 @@ def test_alert_offers_a_retention_case(world, client_for, account, ending_grant,
     case = RetentionCase.objects.get(resource=pod)
     assert response.url == reverse("retention:detail", args=[case.pk])
     assert case.opened_by == world.lab_admin and case.size_gb == 50
+
+
+def test_list_and_detail_query_counts_are_pinned(world, client_for, account, ending_grant, policy):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from labgov.retention import services
+
+    _, allocation = ending_grant
+    client = client_for(world.lab_admin)
+
+    def count(url):
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(url).status_code == 200
+        return len(ctx.captured_queries)
+
+    def add():
+        volume = make_volume(
+            account, allocation, created_at_runpod=timezone.now() - dt.timedelta(days=3)
+        )
+        case = open_case(volume)
+        services.case_keep(
+            actor=world.lab_admin,
+            case=case,
+            reason="r",
+            review_date=timezone.now().date() + dt.timedelta(days=9),
+        )
+        return case
+
+    first = add()
+    small = count(reverse("retention:list")), count(reverse("retention:detail", args=[first.pk]))
+    for _ in range(5):
+        last = add()
+    large = count(reverse("retention:list")), count(reverse("retention:detail", args=[last.pk]))
+    assert large == small
