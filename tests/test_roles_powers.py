@@ -249,6 +249,35 @@ def read_lab_history(world, who):
     )
 
 
+def _retention_case(world):
+    from labgov.retention.policies import Resolver
+    from labgov.retention.services import case_open
+    from labgov.retention.triggers import candidates
+    from tests.alerts.conftest import make_volume
+
+    account = RunpodAccountFactory(institution=world.institution)
+    volume = make_volume(account, world.allocation)
+    found = candidates(
+        world.institution.pk, resolver=Resolver(world.institution.pk), resource_ids=[volume.pk]
+    )
+    return case_open(actor=None, candidate=found[0])
+
+
+def approve_others_deletion(world, who):
+    from labgov.retention.services import deletion_approve, deletion_request
+
+    requester = MembershipFactory(role="lab_admin", lab=world.lab).user
+    case = deletion_request(actor=requester, case=_retention_case(world))
+    return deletion_approve(actor=who, case=case).state == "deletion_approved"
+
+
+def approve_own_deletion(world, who):
+    from labgov.retention.services import deletion_approve, deletion_request
+
+    case = deletion_request(actor=who, case=_retention_case(world))
+    return deletion_approve(actor=who, case=case).state == "deletion_approved"
+
+
 POWERS = {
     "Create a funding source, or set its amount, dates or status": set_funding,
     "Propose a new funding source, or a change to one of their lab's": propose_funding,
@@ -270,6 +299,8 @@ POWERS = {
     "Read the allocations and requests of the lab's people, ended ones included": (
         read_lab_history
     ),
+    "Approve deleting a volume someone else asked to delete": approve_others_deletion,
+    "Approve deleting a volume they asked to delete themselves": approve_own_deletion,
 }
 
 
