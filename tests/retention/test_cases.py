@@ -275,3 +275,19 @@ def test_every_transition_is_audited_and_told(world, case, payer):
         "recipient_id", flat=True
     )
     assert {world.member.pk, world.lab_admin.pk} <= set(told)
+
+
+def test_only_the_last_approval_queues_the_deletion_after_commit(
+    world, case, second_admin, policy, django_capture_on_commit_callbacks, monkeypatch
+):
+    queued = []
+    monkeypatch.setattr("labgov.retention.tasks.delete_case.delay", queued.append)
+    policy.approvers_required = 2
+    policy.save()
+    case = _request(world, case)
+    with django_capture_on_commit_callbacks(execute=True):
+        case = services.deletion_approve(actor=second_admin, case=case)
+    assert queued == []
+    with django_capture_on_commit_callbacks(execute=True):
+        services.deletion_approve(actor=world.inst_admin, case=case)
+    assert queued == [case.pk]
