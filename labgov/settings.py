@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "labgov.invoicing",
     "labgov.transfers",
     "labgov.exports",
+    "labgov.retention",
 ]
 
 MIDDLEWARE = [
@@ -324,6 +325,7 @@ LABGOV_SYNC_WRITERS = env_int("LABGOV_SYNC_WRITERS", 2, minimum=1)
 LABGOV_AFTER_SYNC = [
     "labgov.provisioning.services.commitments.commitments_after_sync",
     "labgov.alerts.tasks.evaluation_after_sync",
+    "labgov.retention.tasks.evaluation_after_sync",
 ]
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
@@ -403,6 +405,15 @@ if not 0 <= LABGOV_INVOICE_DRAFTS_HOUR <= 23:
 CELERY_BEAT_SCHEDULE["invoicing-drafts"] = {
     "task": "labgov.invoicing.tasks.generate_due_drafts",
     "schedule": crontab(minute=30),
+}
+# Retention: evaluated after every sync and daily at this hour (UTC): due dates, warnings,
+# review dates and holds run out with time alone.
+LABGOV_RETENTION_DAILY_HOUR_UTC = env_int("LABGOV_RETENTION_DAILY_HOUR_UTC", 6, minimum=0)
+if LABGOV_RETENTION_DAILY_HOUR_UTC > 23:
+    raise ImproperlyConfigured("LABGOV_RETENTION_DAILY_HOUR_UTC must be an hour, 0 to 23")
+CELERY_BEAT_SCHEDULE["retention-evaluate-daily"] = {
+    "task": "labgov.retention.tasks.evaluate_all",
+    "schedule": crontab(minute=0, hour=LABGOV_RETENTION_DAILY_HOUR_UTC),
 }
 CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
     "task": "labgov.provisioning.tasks.resume_provisioning",

@@ -23,6 +23,7 @@ urlpatterns = [
     path("invoices/", include("labgov.invoicing.urls")),
     path("transfers/", include("labgov.transfers.urls")),
     path("exports/", include("labgov.exports.urls")),
+    path("retention/", include("labgov.retention.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

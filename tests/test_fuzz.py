@@ -34,6 +34,7 @@ from labgov.accounts.models import Membership
 from labgov.alerts.models import Alert
 from labgov.notifications.models import Notification
 from labgov.provisioning.services import request_save, request_submit
+from labgov.retention.models import RetentionCase
 from labgov.runpod.models import AttributionRule, GpuType
 from tests.factories import ResourceFactory, RunpodAccountFactory
 from tests.provisioning.conftest import POD_VALUES
@@ -198,6 +199,9 @@ KNOWN_ARGS = {
     "runpod:rule_deactivate": "rule",
     "notifications:open": "notification",
     "transfers:resource_funding": "resource",
+    "retention:detail": "retention_case",
+    "retention:action": "retention_case",
+    "retention:open": "volume",
 }
 BY_ARGUMENT = {"lab_id": "lab", "institution_id": "institution"}
 BY_NAMESPACE = {
@@ -209,6 +213,7 @@ BY_NAMESPACE = {
 STR_ARGS = {
     "alerts:transition": ["acknowledge", "snooze", "resolve", "reopen", "x\x00"],
     "alerts:pod_action": ["stop", "terminate", "x"],
+    "retention:action": ["keep", "hold", "move", "request", "approve", "cancel", "x"],
 }
 
 
@@ -304,8 +309,28 @@ def objects(world):
         dedupe_key="fuzz",
         lab=world.lab,
     )
+    volume = ResourceFactory(
+        account=account,
+        kind="network_volume",
+        status="",
+        size_gb=100,
+        current_allocation=world.allocation,
+        first_seen_at=timezone.now() - dt.timedelta(days=3),
+    )
+    retention_case = RetentionCase.objects.create(
+        institution=world.institution,
+        lab=world.lab,
+        resource=volume,
+        reason="idle",
+        owner=world.member,
+        payer=world.allocation,
+        size_gb=100,
+        due_date=timezone.now().date(),
+    )
     return {
         **{name: getattr(world, name) for name in world.__dataclass_fields__},
+        "volume": volume,
+        "retention_case": retention_case,
         "account": account,
         "resource": resource,
         "rule": rule,

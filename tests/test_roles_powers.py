@@ -311,6 +311,35 @@ def split_resource(world, who):
     return resource_split_set(actor=who, resource=pod, shares=shares, starts_at=today) is not None
 
 
+def _retention_case(world):
+    from labgov.retention.policies import Resolver
+    from labgov.retention.services import case_open
+    from labgov.retention.triggers import candidates
+    from tests.alerts.conftest import make_volume
+
+    account = RunpodAccountFactory(institution=world.institution)
+    volume = make_volume(account, world.allocation)
+    found = candidates(
+        world.institution.pk, resolver=Resolver(world.institution.pk), resource_ids=[volume.pk]
+    )
+    return case_open(actor=None, candidate=found[0])
+
+
+def approve_others_deletion(world, who):
+    from labgov.retention.services import deletion_approve, deletion_request
+
+    requester = MembershipFactory(role="lab_admin", lab=world.lab).user
+    case = deletion_request(actor=requester, case=_retention_case(world))
+    return deletion_approve(actor=who, case=case).state == "deletion_approved"
+
+
+def approve_own_deletion(world, who):
+    from labgov.retention.services import deletion_approve, deletion_request
+
+    case = deletion_request(actor=who, case=_retention_case(world))
+    return deletion_approve(actor=who, case=case).state == "deletion_approved"
+
+
 POWERS = {
     "Move spend of an open month between allocations at once (cost transfer)": (transfer_at_once),
     "Propose a cost transfer between allocations of their lab": propose_transfer,
@@ -338,6 +367,8 @@ POWERS = {
     "Read the allocations and requests of the lab's people, ended ones included": (
         read_lab_history
     ),
+    "Approve deleting a volume someone else asked to delete": approve_others_deletion,
+    "Approve deleting a volume they asked to delete themselves": approve_own_deletion,
 }
 
 

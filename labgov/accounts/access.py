@@ -375,3 +375,20 @@ def can_manage_invoices(user, institution_id: int) -> bool:
     """Generate, issue, void, credit and adjust invoices, close periods: finance and the
     institution's admins."""
     return institution_id in scope_for(user).money_institutions
+
+
+def retention_cases_q(user) -> Q:
+    """Retention cases: all of the institution for its admins and finance (finance reads);
+    their labs' for lab admins; and everyone's own (the volumes they pay for)."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.money_institutions)
+        | Q(lab_id__in=scope.admin_labs)
+        | Q(owner_id=scope.user_id)
+    )
+
+
+def can_decide_retention(user, *, institution_id: int, lab_id: int | None) -> bool:
+    """Keep, hold, move, request or approve a volume's deletion: the lab's admins and the
+    institution's admins; cases of no lab only the latter. Finance and owners only read."""
+    return can_manage_alert(user, institution_id=institution_id, lab_id=lab_id)

@@ -23,10 +23,11 @@ from labgov.runpod.history import (
     Before,
     first_billed,
     history_start,
+    idle_since,
     last_compute_end,
     since_words,
     stopped_at,
-    volumes_last_used,
+    volume_uses,
 )
 from labgov.runpod.models import BillingRecord, Resource, ResourceKind, RunpodAccount, SyncRun
 from labgov.runpod.pricing import network_volume_monthly_usd, pod_storage_monthly_usd
@@ -187,22 +188,6 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
     return findings
 
 
-def _idle_since(volume, key, last_used, observed) -> dt.datetime | None:
-    """Since when nothing has used the volume: the latest exact moment known (a pod mounting
-    it last billed for compute, a stop of such a pod labgov saw, the volume's creation, or its
-    first billing hour when that is later than the account's history start); failing those,
-    `Before` the start of the history labgov holds; failing that, its first sighting."""
-    history_from = volume.history_from
-    exact = [last_used.get(key), observed.get(key), volume.created_at_runpod]
-    if volume.first_billed_at and history_from and volume.first_billed_at > history_from:
-        exact.append(volume.first_billed_at)  # created within the history: billed from then
-    known = [moment for moment in exact if moment is not None]
-    if known:
-        return max(known)
-    bound = history_from or volume.first_billed_at
-    return Before.of(bound) if bound is not None else volume.first_seen_at
-
-
 def _known_stops(ctx: Context) -> dict[int, dt.datetime]:
     """Resource id → when it stopped, from the unresolved stopped-pod alerts that worked it
     out from billing."""
@@ -231,31 +216,7 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
     )
     if not volumes:
         return []
-    last_used = volumes_last_used(ctx.institution_id)
-    # Pods that mount a volume now: running ones use it; a stop labgov saw happen (after its
-    # first sighting) is a known last use even before its billing arrives.
-    in_use: set[tuple[int, str]] = set()
-    observed: dict[tuple[int, str], dt.datetime] = {}
-    pods = Resource.objects.filter(
-        account__institution_id=ctx.institution_id, kind=ResourceKind.POD
-    ).exclude(network_volume_id="")
-    for account_id, volume_id, status, changed, first_seen, gone in pods.values_list(
-        "account_id",
-        "network_volume_id",
-        "status",
-        "status_changed_at",
-        "first_seen_at",
-        "gone_at",
-    ):
-        key = (account_id, volume_id)
-        if gone is None and status in (PodStatus.RUNNING, PodStatus.STARTING):
-            in_use.add(key)
-            continue
-        # It ran until it vanished, or labgov saw it stop; a terminated pod may have been
-        # stopped long before, so only its billing tells.
-        moment = {PodStatus.RUNNING: gone, PodStatus.EXITED: changed}.get(status)
-        if moment is not None and first_seen is not None and moment > first_seen:
-            observed[key] = max(observed.get(key, moment), moment)
+    in_use, last_used, observed = volume_uses(ctx.institution_id)
     findings = []
     for volume in volumes:
         key = (volume.account_id, volume.runpod_id)
@@ -264,7 +225,7 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
         config = ctx.settings.for_lab(_lab_and_owner(volume)[0])
         if not config.enabled(Kind.IDLE_NETWORK_VOLUME):
             continue
-        since = _idle_since(volume, key, last_used, observed)
+        since = idle_since(volume, key, last_used, observed)
         idle_days = (ctx.now - since).days
         if idle_days < config.idle_volume_days:
             continue

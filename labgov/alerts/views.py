@@ -126,6 +126,10 @@ def alert_detail(request, pk: int):
             "alert": alert,
             "manager": manager,
             "pod_actions": services.pod_actions_for(request.user, alert),
+            "retention_offer": manager
+            and not alert.is_resolved
+            and alert.kind in (Kind.STOPPED_POD_DISK, Kind.IDLE_NETWORK_VOLUME)
+            and alert.resource_id is not None,
             "snooze_form": SnoozeForm(
                 initial={"until": (dt.datetime.now(UTC) + dt.timedelta(days=7)).date()}
             ),

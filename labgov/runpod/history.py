@@ -137,3 +137,52 @@ def with_billed_range(queryset):
         first_billed_at=Case(When(billing_only, then=first_billed())),
         last_billed_at=Case(When(billing_only, then=last_billed)),
     )
+
+
+def volume_uses(institution_id: int):
+    """What the institution's pods say about their network volumes: the (account id, volume
+    id) keys a running pod mounts now; when each was last used by a pod billed for compute
+    (`volumes_last_used`); and stops of mounting pods labgov saw happen (a known last use even
+    before its billing arrives)."""
+    last_used = volumes_last_used(institution_id)
+    # Pods that mount a volume now: running ones use it; a stop labgov saw happen (after its
+    # first sighting) is a known last use even before its billing arrives.
+    in_use: set[tuple[int, str]] = set()
+    observed: dict[tuple[int, str], dt.datetime] = {}
+    pods = Resource.objects.filter(
+        account__institution_id=institution_id, kind=ResourceKind.POD
+    ).exclude(network_volume_id="")
+    for account_id, volume_id, status, changed, first_seen, gone in pods.values_list(
+        "account_id",
+        "network_volume_id",
+        "status",
+        "status_changed_at",
+        "first_seen_at",
+        "gone_at",
+    ):
+        key = (account_id, volume_id)
+        if gone is None and status in (PodStatus.RUNNING, PodStatus.STARTING):
+            in_use.add(key)
+            continue
+        # It ran until it vanished, or labgov saw it stop; a terminated pod may have been
+        # stopped long before, so only its billing tells.
+        moment = {PodStatus.RUNNING: gone, PodStatus.EXITED: changed}.get(status)
+        if moment is not None and first_seen is not None and moment > first_seen:
+            observed[key] = max(observed.get(key, moment), moment)
+    return in_use, last_used, observed
+
+
+def idle_since(volume, key, last_used, observed) -> dt.datetime | None:
+    """Since when nothing has used the volume: the latest exact moment known (a pod mounting
+    it last billed for compute, a stop of such a pod labgov saw, the volume's creation, or its
+    first billing hour when that is later than the account's history start); failing those,
+    `Before` the start of the history labgov holds; failing that, its first sighting."""
+    history_from = volume.history_from
+    exact = [last_used.get(key), observed.get(key), volume.created_at_runpod]
+    if volume.first_billed_at and history_from and volume.first_billed_at > history_from:
+        exact.append(volume.first_billed_at)  # created within the history: billed from then
+    known = [moment for moment in exact if moment is not None]
+    if known:
+        return max(known)
+    bound = history_from or volume.first_billed_at
+    return Before.of(bound) if bound is not None else volume.first_seen_at

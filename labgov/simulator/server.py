@@ -45,6 +45,8 @@ FAULT_KINDS = (
     "truncate",
     "malformed",
     "disconnect",
+    "409",
+    "lost_answer",
 )
 ANSWER_FAULTS = {
     "429": (429, "rate limit exceeded for the minute window"),
@@ -54,6 +56,7 @@ ANSWER_FAULTS = {
     "403": (403, "this API key cannot access the requested resource (injected)"),
     "404": (404, "no such route on this server (injected)"),
     "501": (501, "not implemented on this server (injected)"),
+    "409": (409, "the action is not valid for the resource's current status (injected)"),
 }
 # The spec's example quota: (window, requests, seconds).
 RATE_LIMITS = (("minute", 60, 60), ("hour", 3000, 3600), ("day", 50000, 86400))
@@ -190,6 +193,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault is not None and fault.kind in ANSWER_FAULTS:
             response = self._fault_response(fault)
         elif fault is not None and fault.kind == "disconnect":
+            self.close_connection = True
+            return
+        elif fault is not None and fault.kind == "lost_answer":
+            # Carried out, but the answer never reaches the client (a timeout after the
+            # fact): a retry must cope with the work being done already.
+            simulator.api(method, path, params, body)
             self.close_connection = True
             return
         elif fault is not None and fault.kind == "malformed":

@@ -37,3 +37,8 @@ def test_the_demo_scenarios_tagged_pods_find_their_demo_allocations(db, sim, at_
     for resource in tagged:
         assert resource.tag_refusal == "", (resource.name, resource.tag_refusal)
         assert resource.current_allocation_id == codes[resource.env["LABGOV_ALLOCATION"]]
+    # Journey 4 in the demo: a retention case waits on the Vision lab's forgotten pod.
+    from labgov.retention.models import RetentionCase
+
+    case = RetentionCase.objects.get(resource__name="vision-annotate")
+    assert case.state == "open" and case.lab.slug == "vision"

@@ -98,6 +98,31 @@ class Command(BaseCommand):
         pia = User.objects.get(username="pia")
         resource_assign(actor=pia, resource=pod, allocation=allocation, note="Kim's annotation pod")
         alerts_evaluate(institution_id=account.institution_id)
+        self._open_retention_case(pia, pod)
+
+    def _open_retention_case(self, pia, pod) -> None:
+        """Journey 4 in the demo: the institution's default retention policy (turned on) and a
+        case Pia opened for the forgotten pod's volume disk, waiting for her decision."""
+        from labgov.retention.evaluation import retention_evaluate
+        from labgov.retention.services import case_open_for_resource, policy_save
+
+        institution = pod.account.institution
+        policy_save(
+            actor=User.objects.get(username="ada"),
+            institution=institution,
+            lab=None,
+            values={
+                "is_active": True,
+                "funding_grace_days": 7,
+                "membership_grace_days": 30,
+                "idle_grace_days": 90,
+                "include_stopped_pod_disks": True,
+                "warning_days": "30,7,1",
+                "approvers_required": 1,
+            },
+        )
+        case_open_for_resource(actor=pia, resource=pod, note="Kim's annotation pod, stopped.")
+        retention_evaluate(institution_id=institution.pk)
 
     @transaction.atomic
     def _seed(self) -> dict:

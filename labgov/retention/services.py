@@ -1,0 +1,574 @@
+"""What people (and the evaluation) do with retention cases. Every change locks the case row,
+checks the state it leaves, writes its audit event in the same transaction and tells the
+owner and the lab's admins.
+
+    open → kept (reason, review date) → open again on that date
+    open | kept | deletion requested | deletion approved → hold (names who pays) → open (lifted)
+    open | kept → moved to other funding                                  (closed)
+    open | kept → deletion requested → deletion approved → deleted        (closed)
+    deletion requested | approved → open (withdrawn, or sent back for review by the re-read)
+    open | kept | deletion requested | approved → cancelled (the condition cleared)  (closed)
+
+A hold is a row of its own, checked by the deletion itself, so it wins over any state.
+"""
+
+import datetime as dt
+
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from labgov.accounts import access
+from labgov.accounts.models import Membership, Role
+from labgov.audit.services import audit_record
+from labgov.core.errors import DomainError
+from labgov.core.periods import hour_floor
+from labgov.core.queue import task_enqueue_on_commit
+from labgov.funding.models import Allocation, FundingSource
+from labgov.retention.models import Approval, Hold, RetentionCase, RetentionPolicy, State
+from labgov.retention.policies import Resolver, parse_warning_days
+from labgov.retention.triggers import Candidate, candidates, lab_of, storage_of
+from labgov.runpod.models import Resource, ResourceKind
+
+# The states each action may leave.
+ALLOWED = {
+    "keep": (State.OPEN,),
+    "reopen": (State.KEPT,),
+    "hold": (State.OPEN, State.KEPT, State.DELETION_REQUESTED, State.DELETION_APPROVED),
+    "lift": (State.HOLD,),
+    "move": (State.OPEN, State.KEPT),
+    "request": (State.OPEN, State.KEPT),
+    "approve": (State.DELETION_REQUESTED,),
+    "withdraw": (State.DELETION_REQUESTED, State.DELETION_APPROVED),
+    "cancel": (State.OPEN, State.KEPT, State.DELETION_REQUESTED, State.DELETION_APPROVED),
+    "return": (State.DELETION_APPROVED,),
+}
+ACTION_WORDS = {
+    "keep": "kept",
+    "reopen": "opened again for review",
+    "hold": "put on hold",
+    "lift": "released from its hold",
+    "move": "moved to other funding",
+    "request": "put up for deletion",
+    "approve": "approved for deletion",
+    "withdraw": "withdrawn from deletion",
+    "cancel": "cancelled",
+    "return": "sent back for review",
+    "open": "opened",
+    "delete": "deleted",
+}
+MAX_KEEP_DAYS = 3 * 365
+
+
+def _who(user) -> str:
+    if user is None:
+        return "labgov"
+    return user.get_full_name() or user.username
+
+
+def require_decider(actor, case: RetentionCase) -> None:
+    access.deny_unless(
+        access.can_decide_retention(actor, institution_id=case.institution_id, lab_id=case.lab_id)
+    )
+
+
+def _lock(case: RetentionCase, action: str) -> RetentionCase:
+    locked = RetentionCase.objects.select_for_update().select_related("resource").get(pk=case.pk)
+    if locked.state not in ALLOWED[action]:
+        raise DomainError(
+            f"A case that is {locked.get_state_display().lower()} cannot be {ACTION_WORDS[action]}."
+        )
+    return locked
+
+
+def recipients(case: RetentionCase) -> list:
+    """The owner and the lab's admins (the institution's admins for a case of no lab)."""
+    from labgov.accounts.models import User
+
+    members = Membership.objects.active()
+    if case.lab_id is not None:
+        members = members.filter(lab_id=case.lab_id, role=Role.LAB_ADMIN)
+    else:
+        members = members.filter(institution_id=case.institution_id, role=Role.INSTITUTION_ADMIN)
+    ids = set(members.values_list("user_id", flat=True))
+    if case.owner_id:
+        ids.add(case.owner_id)
+    return list(User.objects.filter(pk__in=ids, is_active=True))
+
+
+def case_label(case: RetentionCase) -> str:
+    resource = case.resource
+    kind = (
+        "network volume" if resource.kind == ResourceKind.NETWORK_VOLUME else "pod volume disk of"
+    )
+    return f"{kind} {resource.name or resource.runpod_id} ({case.size_gb} GB)"
+
+
+def tell(case: RetentionCase, *, kind: str, subject: str, body: str, key: str, severity=None):
+    from labgov.notifications.services import notify
+
+    notify(
+        recipients=recipients(case),
+        kind=kind,
+        subject=subject,
+        body=body,
+        url=reverse("retention:detail", args=[case.pk]),
+        dedupe_key=f"retention:{case.pk}:{key}",
+        severity=severity,
+        lab=case.lab,
+    )
+
+
+def record(actor, case: RetentionCase, action: str, *, before: str, note: str = "", **after):
+    """Audit a transition and tell the people concerned, in the caller's transaction."""
+    event = audit_record(
+        actor=actor,
+        action=f"retention.{action}",
+        target=case,
+        institution_id=case.institution_id,
+        before={"state": before},
+        after={"state": case.state, "resource": case.resource.runpod_id, **after},
+        note=note,
+    )
+    words = ACTION_WORDS[action]
+    tell(
+        case,
+        kind="retention.transition",
+        subject=f"Retention: the {case_label(case)} was {words}",
+        body=f"{_who(actor)} {words} the retention case of the {case_label(case)}"
+        + (f": {note}" if note else ".")
+        + f" Its due date is {case.due_date:%Y-%m-%d}.",
+        key=f"event:{event.pk}",
+    )
+    return event
+
+
+def _save(case: RetentionCase, state: str, **fields) -> None:
+    case.state = state
+    for name, value in fields.items():
+        setattr(case, name, value)
+    case.updated_at = timezone.now()
+    case.save(update_fields=["state", "updated_at", *fields])
+
+
+# -- Opening -----------------------------------------------------------------------------------
+
+
+def case_open(*, actor, candidate: Candidate, note: str = "") -> RetentionCase:
+    """Open the case of a volume a policy reached (actor None: the evaluation)."""
+    resource = candidate.resource
+    existing = RetentionCase.objects.active().filter(resource=resource).first()
+    if existing is not None:
+        return existing
+    case = RetentionCase.objects.create(
+        institution_id=resource.account.institution_id,
+        lab_id=candidate.lab_id,
+        resource=resource,
+        reason=candidate.reason,
+        reason_detail=candidate.detail[:300],
+        owner_id=candidate.owner_id,
+        payer_id=candidate.payer_id,
+        funding_source_id=candidate.funding_source_id,
+        size_gb=candidate.size_gb,
+        monthly_cost_usd=candidate.monthly_cost_usd,
+        due_date=candidate.due_date,
+        opened_by=actor if actor is not None and actor.is_authenticated else None,
+        note=note[:500],
+    )
+    record(
+        actor,
+        case,
+        "open",
+        before="",
+        note=note or candidate.detail,
+        reason=case.reason,
+        due_date=case.due_date.isoformat(),
+        size_gb=case.size_gb,
+        monthly_cost_usd=str(case.monthly_cost_usd),
+    )
+    return case
+
+
+@transaction.atomic
+def case_open_for_resource(*, actor, resource: Resource, note: str = "") -> RetentionCase:
+    """Open a case by hand (from an alert): the volume's reason and due date as its lab's
+    policy judges it, or idle and due at the policy's first warning step when it reaches
+    none of its conditions yet."""
+    from labgov.retention.models import Reason
+
+    locked = (
+        Resource.objects.select_for_update(of=("self",))
+        .select_related("account", "current_allocation__funding_source")
+        .get(pk=resource.pk)
+    )
+    lab_id = lab_of(locked)
+    access.deny_unless(
+        access.can_decide_retention(
+            actor, institution_id=locked.account.institution_id, lab_id=lab_id
+        )
+    )
+    if locked.gone_at is not None:
+        raise DomainError("The resource is gone from Runpod already.")
+    resolver = Resolver(locked.account.institution_id)
+    policy = resolver.for_lab(lab_id)
+    found = candidates(
+        locked.account.institution_id,
+        resolver=resolver,
+        resource_ids=[locked.pk],
+        policy=policy,
+        lab_id=lab_id,
+    )
+    if found:
+        candidate = found[0]
+    elif locked.kind == ResourceKind.NETWORK_VOLUME or (
+        locked.kind == ResourceKind.POD and locked.volume_disk_gb > 0
+    ):
+        gb, monthly = storage_of(locked)
+        allocation = locked.current_allocation
+        candidate = Candidate(
+            resource=locked,
+            lab_id=lab_id,
+            reason=Reason.IDLE,
+            detail="opened by hand",
+            due_date=timezone.now().date() + dt.timedelta(days=max(policy.warning_steps)),
+            size_gb=gb,
+            monthly_cost_usd=monthly,
+            owner_id=allocation.user_id if allocation else None,
+            payer_id=allocation.pk if allocation else None,
+            funding_source_id=allocation.funding_source_id if allocation else None,
+        )
+    else:
+        raise DomainError("Only network volumes and pods' volume disks have retention cases.")
+    return case_open(actor=actor, candidate=candidate, note=note or "Opened by hand.")
+
+
+# -- Decisions --------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def case_keep(*, actor, case: RetentionCase, reason: str, review_date: dt.date) -> RetentionCase:
+    require_decider(actor, case)
+    case = _lock(case, "keep")
+    today = timezone.now().date()
+    if not reason.strip():
+        raise DomainError("Say why the volume is kept.", field="reason")
+    if review_date <= today:
+        raise DomainError("The review date must be in the future.", field="review_date")
+    if review_date > today + dt.timedelta(days=MAX_KEEP_DAYS):
+        raise DomainError("Review it within three years.", field="review_date")
+    before = case.state
+    _save(case, State.KEPT, kept_reason=reason.strip()[:300], review_date=review_date)
+    record(actor, case, "keep", before=before, note=reason, review_date=review_date.isoformat())
+    return case
+
+
+@transaction.atomic
+def case_reopen(*, actor, case: RetentionCase, note: str = "") -> RetentionCase:
+    """Kept → open (the review date came, or a decider asks)."""
+    if actor is not None:
+        require_decider(actor, case)
+    case = _lock(case, "reopen")
+    before = case.state
+    _save(case, State.OPEN, review_date=None)
+    record(actor, case, "reopen", before=before, note=note or "The review date has come.")
+    return case
+
+
+def payer_check(case: RetentionCase, allocation: Allocation, *, field: str) -> None:
+    """Who may pay for a case's storage: an active allocation of a funding source that is not
+    closed, of the case's lab, and on an account that lab may use (the rules of
+    attribution)."""
+    source = allocation.funding_source
+    today = timezone.now().date()
+    if source.institution_id != case.institution_id:
+        raise DomainError("Choose an allocation of this institution.", field=field)
+    if case.lab_id is not None and source.lab_id != case.lab_id:
+        raise DomainError("Choose an allocation of the case's lab.", field=field)
+    account = case.resource.account
+    if account.lab_id is not None and account.lab_id != source.lab_id:
+        raise DomainError(
+            "The allocation's lab may not use this Runpod account (another lab's own).",
+            field=field,
+        )
+    if not allocation.start_date <= today <= allocation.end_date:
+        raise DomainError("The allocation is not active today.", field=field)
+    if source.status == FundingSource.Status.CLOSED or source.end_date < today:
+        raise DomainError("The allocation's funding source has ended.", field=field)
+
+
+def _reattribute(actor, case: RetentionCase, allocation: Allocation, since: dt.datetime, note: str):
+    from labgov.runpod.services import resource_assign
+
+    if case.resource.current_allocation_id == allocation.pk:
+        return
+    resource_assign(
+        actor=actor, resource=case.resource, allocation=allocation, starts_at=since, note=note
+    )
+    case.resource.refresh_from_db()
+
+
+@transaction.atomic
+def case_hold(
+    *,
+    actor,
+    case: RetentionCase,
+    kind: str,
+    reason: str,
+    payer: Allocation,
+    until: dt.date | None = None,
+) -> Hold:
+    """Hold a volume: nothing deletes it while the hold stands, not even a deletion approved
+    before it. The payer pays for its storage from this hour on."""
+    require_decider(actor, case)
+    case = _lock(case, "hold")
+    if kind not in Hold.Kind.values:
+        raise DomainError("Choose thesis, legal or audit.", field="kind")
+    if not reason.strip():
+        raise DomainError("Say why the volume is held.", field="reason")
+    if until is not None and until <= timezone.now().date():
+        raise DomainError("A hold lasts until a day in the future.", field="until")
+    payer_check(case, payer, field="payer")
+    since = hour_floor(timezone.now())
+    _reattribute(actor, case, payer, since, f"Held (retention case #{case.pk}): {reason}"[:300])
+    hold = Hold.objects.create(
+        resource=case.resource,
+        case=case,
+        kind=kind,
+        reason=reason.strip()[:300],
+        until=until,
+        payer=payer,
+        placed_by=actor,
+    )
+    before = case.state
+    _save(case, State.HOLD)
+    record(
+        actor,
+        case,
+        "hold",
+        before=before,
+        note=reason,
+        hold_id=hold.pk,
+        kind=kind,
+        until=until.isoformat() if until else None,
+        payer_allocation_id=payer.pk,
+        payer=str(payer),
+        paid_from=since.isoformat(),
+    )
+    return hold
+
+
+@transaction.atomic
+def hold_lift(*, actor, case: RetentionCase, note: str = "") -> RetentionCase:
+    """End the case's holds (actor None: their last day passed); the case is open again and
+    any deletion must be requested and approved afresh."""
+    if actor is not None:
+        require_decider(actor, case)
+    case = _lock(case, "lift")
+    now = timezone.now()
+    Hold.objects.filter(case=case, lifted_at__isnull=True).update(
+        lifted_at=now, lifted_by=actor if actor is not None else None
+    )
+    before = case.state
+    _save(case, State.OPEN)
+    record(actor, case, "lift", before=before, note=note or "The hold ended.")
+    return case
+
+
+@transaction.atomic
+def case_move(
+    *, actor, case: RetentionCase, allocation: Allocation, starts_on: dt.date, note: str = ""
+) -> RetentionCase:
+    """Pay for the volume from other funding from a day on, within the rules of attribution
+    (never before its current assignment, never in a closed period)."""
+    require_decider(actor, case)
+    case = _lock(case, "move")
+    payer_check(case, allocation, field="allocation")
+    if allocation.pk == case.resource.current_allocation_id:
+        raise DomainError("The volume is paid from that allocation already.", field="allocation")
+    since = dt.datetime.combine(starts_on, dt.time(), tzinfo=dt.UTC)
+    _reattribute(actor, case, allocation, since, f"Moved (retention case #{case.pk})")
+    before = case.state
+    _save(case, State.MOVED, moved_to=allocation, moved_from=since)
+    record(
+        actor,
+        case,
+        "move",
+        before=before,
+        note=note,
+        allocation_id=allocation.pk,
+        allocation=str(allocation),
+        starts_at=since.isoformat(),
+    )
+    return case
+
+
+def describe(resource: Resource) -> dict:
+    """The resource's last known description, for the re-read and the audit."""
+    from labgov.runpod.history import since_words
+
+    facts = {
+        "kind": resource.kind,
+        "runpod_id": resource.runpod_id,
+        "name": resource.name,
+        "data_center": resource.data_center_id,
+        "allocation_id": resource.current_allocation_id,
+        "account_id": resource.account_id,
+    }
+    if resource.kind == ResourceKind.NETWORK_VOLUME:
+        from labgov.runpod.history import volume_uses
+
+        in_use, last_used, observed = volume_uses(resource.account.institution_id)
+        key = (resource.account_id, resource.runpod_id)
+        moment = max([m for m in (last_used.get(key), observed.get(key)) if m], default=None)
+        facts.update(
+            size_gb=resource.size_gb,
+            volume_type=resource.volume_type,
+            mounted_now=key in in_use,
+            last_mounted=since_words(moment) if moment else "never, in the history labgov holds",
+        )
+    else:
+        facts.update(
+            size_gb=resource.volume_disk_gb,
+            status=resource.status,
+            network_volume_id=resource.network_volume_id,
+            last_mounted=f"stopped since {since_words(resource.status_changed_at)}",
+        )
+    return facts
+
+
+@transaction.atomic
+def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> RetentionCase:
+    require_decider(actor, case)
+    case = _lock(case, "request")
+    if Hold.objects.active().filter(resource=case.resource).exists():
+        raise DomainError("The volume is on hold: lift the hold first.")
+    if case.resource.gone_at is not None:
+        raise DomainError("The resource is gone from Runpod already.")
+    facts = describe(case.resource)
+    if facts.get("mounted_now"):
+        raise DomainError("A running pod mounts this volume now: it is in use.")
+    before = case.state
+    _save(
+        case,
+        State.DELETION_REQUESTED,
+        deletion_requested_by=actor,
+        deletion_requested_at=timezone.now(),
+        deletion_reason=reason.strip()[:300],
+        last_known=facts,
+        review_date=None,
+    )
+    record(actor, case, "request", before=before, note=reason, last_known=facts)
+    tell(
+        case,
+        kind="retention.approval_needed",
+        subject=f"Approve or withdraw: deletion of the {case_label(case)}",
+        body=f"{_who(actor)} asks to delete the {case_label(case)}; another person must "
+        "approve it before labgov deletes anything.",
+        key=f"request:{case.deletion_requested_at.isoformat()}",
+    )
+    return case
+
+
+def approvers_required(case: RetentionCase) -> int:
+    return Resolver(case.institution_id).for_lab(case.lab_id).approvers_required
+
+
+@transaction.atomic
+def deletion_approve(*, actor, case: RetentionCase) -> RetentionCase:
+    """Approve a requested deletion. The requester never approves, nobody approves twice;
+    with the two-person setting, two approvers are needed. The last approval queues the
+    deletion for after the commit."""
+    require_decider(actor, case)
+    case = _lock(case, "approve")
+    if actor.pk == case.deletion_requested_by_id:
+        raise DomainError("You asked for this deletion: another person must approve it.")
+    approvals = Approval.objects.filter(case=case, requested_at=case.deletion_requested_at)
+    if approvals.filter(approver=actor).exists():
+        raise DomainError("You approved this deletion already: it needs another approver.")
+    if Hold.objects.active().filter(resource=case.resource).exists():
+        raise DomainError("The volume is on hold: nothing deletes it.")
+    Approval.objects.create(case=case, approver=actor, requested_at=case.deletion_requested_at)
+    count = approvals.count()
+    needed = approvers_required(case)
+    before = case.state
+    if count >= needed:
+        _save(case, State.DELETION_APPROVED)
+        task_enqueue_on_commit("labgov.retention.tasks.delete_case", case.pk)
+    else:
+        case.save(update_fields=["updated_at"])
+    record(actor, case, "approve", before=before, approvals=count, needed=needed)
+    return case
+
+
+@transaction.atomic
+def deletion_withdraw(*, actor, case: RetentionCase, note: str = "") -> RetentionCase:
+    require_decider(actor, case)
+    case = _lock(case, "withdraw")
+    before = case.state
+    _save(case, State.OPEN)
+    record(actor, case, "withdraw", before=before, note=note)
+    return case
+
+
+@transaction.atomic
+def case_cancel(*, actor, case: RetentionCase, note: str) -> RetentionCase:
+    """The condition cleared (new funding, the volume in use again): nothing to decide."""
+    if actor is not None:
+        require_decider(actor, case)
+        if not note.strip():
+            raise DomainError("Say why the case no longer applies.", field="note")
+    case = _lock(case, "cancel")
+    before = case.state
+    _save(case, State.CANCELLED)
+    record(actor, case, "cancel", before=before, note=note)
+    return case
+
+
+# -- Policies ---------------------------------------------------------------------------------
+
+
+POLICY_FIELDS = (
+    "is_active",
+    "funding_grace_days",
+    "membership_grace_days",
+    "idle_grace_days",
+    "include_stopped_pod_disks",
+    "warning_days",
+    "approvers_required",
+)
+
+
+@transaction.atomic
+def policy_save(*, actor, institution, lab, values: dict) -> RetentionPolicy:
+    """Save an institution's default retention policy (lab None) or a lab's own, audited."""
+    from labgov.core.snapshots import snapshot
+
+    access.deny_unless(
+        access.can_edit_policy(actor, institution_id=institution.pk, lab_id=lab.pk if lab else None)
+    )
+    if lab is not None and lab.institution_id != institution.pk:
+        raise DomainError("The lab belongs to another institution.")
+    steps = parse_warning_days(values["warning_days"])
+    if values["approvers_required"] not in (1, 2):
+        raise DomainError("One or two approvers.", field="approvers_required")
+    row = (
+        RetentionPolicy.objects.select_for_update().filter(institution=institution, lab=lab).first()
+    )
+    before = snapshot(row) if row else None
+    if row is None:
+        row = RetentionPolicy(institution=institution, lab=lab)
+    for name in POLICY_FIELDS:
+        setattr(row, name, values[name])
+    row.warning_days = ",".join(str(s) for s in steps)
+    row.updated_at = timezone.now()
+    row.updated_by = actor
+    row.save()
+    audit_record(
+        actor=actor,
+        action="retention_policy.save",
+        target=row,
+        institution_id=institution.pk,
+        before=before,
+        after=snapshot(row),
+    )
+    return row
