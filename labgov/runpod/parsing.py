@@ -280,7 +280,9 @@ def _runtime(pod: "_Fields") -> PodRuntime | None:
     gpus = []
     for i, item in enumerate(runtime.objects("gpus", required=False)):
         gpu = _Fields(item, pod.owner, f"runtime.gpus[{i}].")
-        gpus.append(GpuUtilization(util=_percent(gpu, "util"), memory_util=_percent(gpu, "memoryUtil")))
+        gpus.append(
+            GpuUtilization(util=_percent(gpu, "util"), memory_util=_percent(gpu, "memoryUtil"))
+        )
     cpu = runtime.optional_obj("cpu")
     memory = runtime.optional_obj("memory")
     return PodRuntime(
