@@ -1,0 +1,36 @@
+import datetime as dt
+
+from labgov.utilization.models import Sample
+from labgov.utilization.recording import hour_of, hours_rebuild
+
+FIVE_MINUTES = dt.timedelta(minutes=5)
+
+
+def samples(
+    pod, start: dt.datetime, end: dt.datetime, util: int, mem: int | None = None, *, gpus=None
+):
+    """A sample every five minutes in [start, end), every GPU at `util` % (memory `mem` %),
+    with the hourly aggregates they make."""
+    gpus = gpus or pod.gpu_count or 1
+    mem = util if mem is None else mem
+    rows, t = [], start
+    while t < end:
+        rows.append(
+            Sample(
+                resource=pod,
+                at=t,
+                gpus=gpus,
+                util_sum=util * gpus,
+                util_max=util,
+                mem_sum=mem * gpus,
+                mem_max=mem,
+                busy_gpus=gpus if util >= 10 else 0,
+            )
+        )
+        t += FIVE_MINUTES
+    Sample.objects.bulk_create(rows, ignore_conflicts=True)
+    hour = hour_of(start)
+    while hour < end:
+        hours_rebuild(resource_ids=[pod.pk], hour=hour)
+        hour += dt.timedelta(hours=1)
+    return rows
