@@ -2,6 +2,7 @@ import datetime as dt
 
 from labgov.utilization.models import Sample
 from labgov.utilization.recording import hour_of, hours_rebuild
+from tests.alerts.conftest import account, clock  # noqa: F401 - fixtures shared with alerts
 
 FIVE_MINUTES = dt.timedelta(minutes=5)
 

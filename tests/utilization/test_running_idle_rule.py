@@ -9,7 +9,7 @@ import pytest
 from labgov.alerts.evaluation import alerts_evaluate
 from labgov.alerts.models import Alert, AlertSettings, Kind
 from labgov.notifications.models import Notification
-from tests.alerts.conftest import T0, account, clock, make_pod  # noqa: F401 - fixtures
+from tests.alerts.conftest import T0, make_pod
 from tests.utilization.conftest import samples
 
 pytestmark = pytest.mark.django_db
