@@ -47,18 +47,33 @@ def sim_connection(world, sim):
     return RunpodAccountFactory(institution=world.institution, base_url=sim.base_url)
 
 
+class _Borrowed:
+    def __init__(self, client):
+        self.client = client
+
+    def __enter__(self):
+        return self.client
+
+    def __exit__(self, *exc):
+        return False
+
+
 class Clocks:
     """labgov's clock (time-machine) and the simulator's, moved together; every step polls
     utilization and applies the auto-stop policies, as the five-minute schedule would."""
 
     def __init__(self, sim, account, factory, start: dt.datetime):
-        self.sim, self.account, self.factory = sim, account, factory
+        self.sim, self.account = sim, account
+        # One client for every step: building one costs an SSL context (~0.1 s).
+        self.client = factory(account)
+        self.factory = lambda _account: _Borrowed(self.client)
         self.now = start
         self._travel = time_machine.travel(start, tick=False)
         self._traveller = self._travel.start()
         sim.set_now(start)
 
     def stop(self):
+        self.client.close()
         self._travel.stop()
 
     def step_to(self, until: dt.datetime, every=dt.timedelta(minutes=15)) -> dict:

@@ -21,6 +21,7 @@ from tests.utilization.simpods import Clocks, sim_connection, sim_pod
 pytestmark = pytest.mark.django_db
 H = dt.timedelta(hours=1)
 T0 = dt.datetime(2026, 11, 16, 8, 0, tzinfo=dt.UTC)
+HALF_HOUR = dt.timedelta(minutes=30)
 
 
 @pytest.fixture
@@ -106,13 +107,13 @@ def test_the_owner_may_allow_stopping_a_container_disk_pod_and_only_the_owner(wo
     with pytest.raises(PermissionDenied):
         services.owner_allows_stop(actor=world.lab_admin, resource=pods["scratch"], allowed=True)
     services.owner_allows_stop(actor=world.member, resource=pods["scratch"], allowed=True)
-    clocks.step_to(T0 + 3 * H + 15 * dt.timedelta(minutes=1))
+    clocks.step_to(T0 + 3 * H + HALF_HOUR, every=HALF_HOUR)
     assert sim.state.pod_status(pods["scratch"].runpod_id) == "EXITED"
 
 
 def test_a_notice_clears_when_the_pod_works_again(world, sim, lab_pods):
     pods, clocks = lab_pods
-    clocks.step_to(T0 + 3 * H)
+    clocks.step_to(T0 + 3 * H, every=HALF_HOUR)
     notice = StopNotice.objects.get(resource=pods["big"])
     sim.state.set_utilization(pods["big"].runpod_id, "busy")
     clocks.step_to(T0 + 3 * H + 15 * dt.timedelta(minutes=1))
