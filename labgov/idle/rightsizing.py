@@ -40,7 +40,6 @@ class Suggestion:
     gpu_count: int
     rate_now_usd: Decimal
     rate_suggested_usd: Decimal
-    hours_per_month: Decimal
     memory_peak_gb: Decimal | None
 
     @property
@@ -49,7 +48,9 @@ class Suggestion:
 
     @property
     def monthly_saving_usd(self) -> Decimal:
-        return (self.rate_now_usd - self.rate_suggested_usd) * self.hours_per_month
+        hours = Decimal(self.usage.hours)
+        month = Decimal(settings.LABGOV_HOURS_PER_MONTH)
+        return (self.rate_now_usd - self.rate_suggested_usd) * hours * month / (WINDOW_DAYS * 24)
 
     @property
     def words(self) -> str:
@@ -99,7 +100,6 @@ def suggestions(lab, *, now: dt.datetime) -> list[Suggestion]:
         .annotate(total=Coalesce(Sum("total_usd"), ZERO))
         .values_list("resource_id", "total")
     )
-    scale = Decimal(settings.LABGOV_HOURS_PER_MONTH) / (WINDOW_DAYS * 24)
     found = []
     for rid, summary in usage.items():
         pod = pods[rid]
@@ -125,7 +125,6 @@ def suggestions(lab, *, now: dt.datetime) -> list[Suggestion]:
                 gpu_count=count,
                 rate_now_usd=_price(gpu, pod.cloud) * pod.gpu_count,
                 rate_suggested_usd=best_rate,
-                hours_per_month=Decimal(summary.hours) * scale,
                 memory_peak_gb=peak_gb,
             )
         )

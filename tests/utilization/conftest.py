@@ -8,12 +8,13 @@ FIVE_MINUTES = dt.timedelta(minutes=5)
 
 
 def samples(
-    pod, start: dt.datetime, end: dt.datetime, util: int, mem: int | None = None, *, gpus=None
+    pod, start: dt.datetime, end: dt.datetime, util: int, mem: int | None = None, *, busy=None
 ):
     """A sample every five minutes in [start, end), every GPU at `util` % (memory `mem` %),
     with the hourly aggregates they make."""
-    gpus = gpus or pod.gpu_count or 1
+    gpus = pod.gpu_count or 1
     mem = util if mem is None else mem
+    busy = gpus if busy is None else busy  # GPUs at `util`; the others at 0
     rows, t = [], start
     while t < end:
         rows.append(
@@ -21,11 +22,11 @@ def samples(
                 resource=pod,
                 at=t,
                 gpus=gpus,
-                util_sum=util * gpus,
-                util_max=util,
-                mem_sum=mem * gpus,
-                mem_max=mem,
-                busy_gpus=gpus if util >= 10 else 0,
+                util_sum=util * busy,
+                util_max=util if busy else 0,
+                mem_sum=mem * busy,
+                mem_max=mem if busy else 0,
+                busy_gpus=busy if util >= 10 else 0,
             )
         )
         t += FIVE_MINUTES
