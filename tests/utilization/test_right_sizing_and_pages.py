@@ -86,3 +86,12 @@ def test_idle_pages_and_policy_permissions(world, client_for):
     values["idle_hours"] = "100000"  # bounded by the form
     assert client_for(world.lab_admin).post(policy, values).status_code == 200
     assert AutoStopPolicy.objects.get(lab=world.lab).idle_hours == 4
+
+
+def test_the_request_form_shows_the_requesters_past_utilization(world, oversized, client_for):
+    _, request = oversized
+    page = client_for(world.member).get(reverse("provisioning:new")).content.decode()
+    assert "What your GPUs did on similar requests" in page
+    assert f'data-past-request="{request.pk}"' in page
+    others = client_for(world.lab_admin).get(reverse("provisioning:new")).content.decode()
+    assert "data-past-request" not in others  # only one's own requests
