@@ -36,7 +36,8 @@ class Thresholds:
 class IdleState:
     resource_id: int
     idle_since: dt.datetime
-    # True when no reading in the raw window showed work: idle since at least then.
+    # True when no reading held showed work and older ones were pruned: idle since at least
+    # then.
     since_bound: bool
     last_sample_at: dt.datetime
     recent: list[tuple[dt.datetime, float, float]] = field(default_factory=list)
@@ -136,7 +137,9 @@ def _idle_starts(pods, now) -> dict[int, tuple[dt.datetime, bool]]:
             .values_list("resource_id", "first")
         )
         for rid in never_busy:
-            starts[rid] = (firsts[rid], True)
+            # Only a bound when older samples may have been pruned; otherwise it is the first
+            # reading labgov took of this pod.
+            starts[rid] = (firsts[rid], firsts[rid] <= raw_from + stale_after())
     for rid, busy_at in last_busy.items():
         first_idle = (
             Sample.objects.filter(resource_id=rid, at__gt=busy_at)

@@ -62,26 +62,30 @@ class Clocks:
     """labgov's clock (time-machine) and the simulator's, moved together; every step polls
     utilization and applies the auto-stop policies, as the five-minute schedule would."""
 
-    def __init__(self, sim, account, factory, start: dt.datetime):
+    def __init__(self, sim, account, factory, start: dt.datetime, *, travel=True):
         self.sim, self.account = sim, account
         # One client for every step: building one costs an SSL context (~0.1 s).
         self.client = factory(account)
         self.factory = lambda _account: _Borrowed(self.client)
         self.now = start
-        self._travel = time_machine.travel(start, tick=False)
-        self._traveller = self._travel.start()
+        # Without travel (a browser test: Playwright needs the real clock) labgov's clock is
+        # left alone and every step passes its time explicitly.
+        self._travel = time_machine.travel(start, tick=False) if travel else None
+        self._traveller = self._travel.start() if travel else None
         sim.set_now(start)
 
     def stop(self):
         self.client.close()
-        self._travel.stop()
+        if self._travel is not None:
+            self._travel.stop()
 
     def step_to(self, until: dt.datetime, every=dt.timedelta(minutes=15)) -> dict:
         counts: dict = {}
         while self.now < until:
             self.now = min(self.now + every, until)
             self.sim.set_now(self.now)
-            self._traveller.move_to(self.now)
+            if self._traveller is not None:
+                self._traveller.move_to(self.now)
             utilization_poll(account=self.account, client_factory=self.factory, now=self.now)
             result = autostop_run(
                 institution_id=self.account.institution_id,

@@ -76,7 +76,7 @@ def test_clears_when_the_pod_works_again_and_when_it_stops(world, pod, clock):
     samples(pod, T0 - 4 * H, T0 + dt.timedelta(minutes=1), util=0)
     alerts_evaluate(institution_id=world.institution.pk)
     first = idle_alert()
-    assert first.state == Alert.State.OPEN and first.facts["idle_since_bound"]
+    assert first.state == Alert.State.OPEN and not first.facts["idle_since_bound"]
     clock.shift(dt.timedelta(minutes=10))
     samples(pod, T0 + dt.timedelta(minutes=5), T0 + dt.timedelta(minutes=11), util=80)
     alerts_evaluate(institution_id=world.institution.pk)
