@@ -75,6 +75,18 @@ GET_PAGES = {
         lambda w: reverse("audit"),
         {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 403, "outsider": 200},
     ),
+    "lab idle pods": (
+        lambda w: reverse("idle:lab", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
+    "lab auto-stop policy": (
+        lambda w: reverse("idle:policy", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 403, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
+    "lab right-sizing": (
+        lambda w: reverse("idle:right_sizing", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
 }
 
 

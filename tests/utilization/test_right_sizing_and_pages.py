@@ -95,3 +95,30 @@ def test_the_request_form_shows_the_requesters_past_utilization(world, oversized
     assert f'data-past-request="{request.pk}"' in page
     others = client_for(world.lab_admin).get(reverse("provisioning:new")).content.decode()
     assert "data-past-request" not in others  # only one's own requests
+
+
+def test_notice_page_and_keep_running_only_for_owner_and_lab_admins(world, account, client_for):
+    from labgov.idle.models import StopNotice
+
+    pod = make_pod(account, world.allocation, gpu_type_id=H100, gpu_count=8)
+    notice = StopNotice.objects.create(
+        resource=pod,
+        lab=world.lab,
+        owner=world.member,
+        idle_since=T0,
+        warned_at=T0,
+        stop_at=T0 + H,
+    )
+    page = reverse("idle:notice", args=[notice.pk])
+    keep = reverse("idle:notice_keep", args=[notice.pk])
+    for user in (world.member, world.lab_admin, world.inst_admin):
+        assert client_for(user).get(page).status_code == 200
+    for user in (world.finance, world.other_member, world.outsider):
+        assert client_for(user).get(page).status_code == 404
+        assert client_for(user).post(keep).status_code == 404  # the attack: keeping another's pod
+    assert client_for(world.member).get(keep).status_code == 405
+    notice.refresh_from_db()
+    assert notice.state == StopNotice.State.WARNED and notice.kept_by is None
+    assert client_for(world.member).post(keep).status_code == 302
+    notice.refresh_from_db()
+    assert notice.state == StopNotice.State.KEPT and notice.kept_by == world.member
