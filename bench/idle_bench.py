@@ -4,8 +4,9 @@
     .venv/bin/python bench/idle_bench.py [--pods 1000] [--small 10] [--requests 30]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth); creates and drops the
-databases `labgov_idlebench_<pods>`. For each size: one lab whose members own the pods (1, 2,
-4 or 8 GPUs; a fifth of them idle since 1 to 72 hours), 30 days of samples written with
+databases `labgov_idlebench_<pods>`. For each size: one lab whose members own 10 of the pods
+(its page is the one measured) and another lab owning the rest (1, 2, 4 or 8 GPUs; a fifth of
+them idle since 1 to 72 hours), 30 days of samples written with
 generate_series and their hourly aggregates, then the daily prune (raw samples older than
 LABGOV_UTILIZATION_RAW_DAYS go). Then, against a simulator serving the same pods in its own
 process: 10 poll passes (list pods over HTTP, parse, write the samples and rebuild the hour),
@@ -118,7 +119,10 @@ def _build(pods: int, base_url: str) -> dict:
     today = END.date()
     nobody = make_password(None)
     institution = Institution.objects.create(name="Bench University", slug="bench")
+    # The lab whose page is measured holds the first 10 pods at every size; the others belong
+    # to another lab, so its page shows what it shows with 10 pods in all.
     lab = Lab.objects.create(institution=institution, name="Lab", slug="lab")
+    other_lab = Lab.objects.create(institution=institution, name="Other", slug="other")
     admin = User.objects.create(username="labadmin", password=nobody)
     people = User.objects.bulk_create(
         User(username=f"person{i:04d}", password=nobody) for i in range(min(pods, 100))
@@ -141,24 +145,28 @@ def _build(pods: int, base_url: str) -> dict:
             for p in people
         ]
     )
-    source = FundingSource.objects.create(
-        institution=institution,
-        lab=lab,
-        name="Grant",
-        award_number="AWD-1",
-        start_date=today - dt.timedelta(days=120),
-        end_date=today + dt.timedelta(days=200),
-        amount_usd=10_000_000,
-    )
+    sources = [
+        FundingSource.objects.create(
+            institution=institution,
+            lab=owner_lab,
+            name=f"Grant {n}",
+            award_number=f"AWD-{n}",
+            start_date=today - dt.timedelta(days=120),
+            end_date=today + dt.timedelta(days=200),
+            amount_usd=10_000_000,
+        )
+        for n, owner_lab in enumerate((lab, other_lab))
+    ]
+    # People 0-9 hold allocations on the measured lab's grant, the rest on the other's.
     allocations = Allocation.objects.bulk_create(
         Allocation(
-            funding_source=source,
+            funding_source=sources[0 if n < 10 else 1],
             user=p,
             cap_usd=100_000,
             start_date=today - dt.timedelta(days=120),
             end_date=today + dt.timedelta(days=200),
         )
-        for p in people
+        for n, p in enumerate(people)
     )
     account = RunpodAccount.objects.create(
         institution=institution,
@@ -190,14 +198,17 @@ def _build(pods: int, base_url: str) -> dict:
                 cloud="SECURE",
                 volume_disk_gb=50,
                 container_disk_gb=20,
-                current_allocation=allocations[i % len(allocations)],
+                current_allocation=allocations[
+                    i if i < 10 else 10 + i % max(1, len(allocations) - 10)
+                ],
                 details={"started_at": run_start},
             )
             for i in range(pods)
         ],
         batch_size=1000,
     )
-    AutoStopPolicy.objects.create(lab=lab, enabled=True, idle_hours=168, warn_minutes=30)
+    for policy_lab in (lab, other_lab):
+        AutoStopPolicy.objects.create(lab=policy_lab, enabled=True, idle_hours=168, warn_minutes=30)
     first = END - dt.timedelta(days=DAYS)
     t0 = time.perf_counter()
     with connection.cursor() as cursor:

@@ -40,7 +40,9 @@ def spent_idle_usd(rate: Decimal, state: IdleState, now: dt.datetime) -> Decimal
 
 
 def running_gpu_pods(ctx: Context):
-    return _resources(ctx).filter(kind=ResourceKind.POD, status=PodStatus.RUNNING, gpu_count__gt=0)
+    # `details` holds when the pod's current run started, read for every one of them.
+    pods = _resources(ctx).filter(kind=ResourceKind.POD, status=PodStatus.RUNNING, gpu_count__gt=0)
+    return pods.defer(None).defer("env")
 
 
 def idle_states(ctx: Context, pods, *, known=None) -> dict[int, IdleState]:

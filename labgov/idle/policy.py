@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from labgov.accounts.models import Membership, Role, User
 from labgov.alerts.config import Resolver
-from labgov.alerts.idle_rule import idle_states, running_gpu_pods, spent_idle_usd
+from labgov.alerts.idle_rule import _known_idle, idle_states, running_gpu_pods, spent_idle_usd
 from labgov.alerts.rules import Context, _lab_and_owner, usd
 from labgov.audit.services import audit_record
 from labgov.idle.exemptions import exempt
@@ -58,7 +58,10 @@ def autostop_run(
         return counts
     ctx = Context(institution_id=institution_id, now=now, settings=Resolver(institution_id))
     pods = [p for p in running_gpu_pods(ctx) if _lab_and_owner(p)[0] in policies]
-    states = idle_states(ctx, pods, known={rid: n.idle_since for rid, n in notices.items()})
+    # Idle starts already known (standing alerts, open notices): only newly idle pods read
+    # their history back.
+    known = {**_known_idle(ctx), **{rid: n.idle_since for rid, n in notices.items()}}
+    states = idle_states(ctx, pods, known=known)
     exempted = exempt(pods, now)
     for rid, notice in notices.items():
         why = (
@@ -86,11 +89,12 @@ def autostop_run(
                 _warn(pod, lab_id, owner_id, policy, state, due, now)
                 counts["warned"] += 1
             continue
-        if notice.state == StopNotice.State.REFUSED or now < notice.stop_at:
+        if now < notice.stop_at:
             continue
         if container_disk_only(pod) and not _owner_allowed(pod):
-            _refuse(pod, notice, now)
-            counts["refused"] += 1
+            if notice.state != StopNotice.State.REFUSED:  # told once; it waits for the owner
+                _refuse(pod, notice, now)
+                counts["refused"] += 1
             continue
         if _stop(pod, notice, state, policy, now, client_factory):
             counts["stopped"] += 1

@@ -69,26 +69,39 @@ def idle_pods(
     if not pods:
         return {}
     known = known or {}
-    longest = max(t.grace for t, _ in pods.values())
-    recent_from = now - longest - stale_after()
-    rows = defaultdict(list)
+    fresh_from = now - stale_after()
+    # Per pod, in one aggregate per set of thresholds: its latest sample, and how many of its
+    # samples over the grace period there are and how many of them show work.
+    by_thresholds = defaultdict(list)
+    for rid, (thresholds, _) in pods.items():
+        by_thresholds[thresholds].append(rid)
+    candidates: dict[int, dt.datetime] = {}
+    for thresholds, ids in by_thresholds.items():
+        since = now - thresholds.grace
+        window = Q(at__gte=since)
+        rows = (
+            Sample.objects.filter(resource_id__in=ids, at__gte=min(since, fresh_from), at__lte=now)
+            .values("resource_id")
+            .annotate(
+                last=Max("at"),
+                n=Count("at", filter=window),
+                busy=Count("at", filter=window & thresholds.busy_q()),
+            )
+            .values_list("resource_id", "last", "n", "busy")
+        )
+        candidates.update(
+            {rid: last for rid, last, n, busy in rows if last >= fresh_from and n and not busy}
+        )
+    starts = _idle_starts({rid: pods[rid] for rid in candidates if rid not in known}, now)
+    recent = defaultdict(list)
     for rid, at, gpus, util, mem in (
-        Sample.objects.filter(resource_id__in=list(pods), at__gte=recent_from, at__lte=now)
+        Sample.objects.filter(resource_id__in=list(candidates), at__gte=fresh_from, at__lte=now)
         .order_by("resource_id", "at")
         .values_list("resource_id", "at", "gpus", "util_sum", "mem_sum")
     ):
-        rows[rid].append((at, gpus, util, mem))
-    candidates: dict[int, list] = {}
-    for rid, samples in rows.items():
-        thresholds, _ = pods[rid]
-        if samples[-1][0] < now - stale_after():
-            continue
-        window = [s for s in samples if s[0] >= now - thresholds.grace]
-        if window and all(thresholds.idle(g, u, m) for _, g, u, m in window):
-            candidates[rid] = samples
-    starts = _idle_starts({rid: pods[rid] for rid in candidates if rid not in known}, now)
+        recent[rid].append((at, util / gpus, mem / gpus))
     found = {}
-    for rid, samples in candidates.items():
+    for rid, last in candidates.items():
         thresholds, started = pods[rid]
         if rid in known:
             since, bound = known[rid], False
@@ -102,8 +115,8 @@ def idle_pods(
             resource_id=rid,
             idle_since=since,
             since_bound=bound,
-            last_sample_at=samples[-1][0],
-            recent=[(at, u / g, m / g) for at, g, u, m in samples[-12:]],
+            last_sample_at=last,
+            recent=recent[rid],
         )
     return found
 

@@ -101,6 +101,11 @@ def test_warn_keep_running_then_stop_audited_refuse_and_exempt(world, sim, lab_p
     assert sim.state.pod_status(pods["held"].runpod_id) == "RUNNING"
     assert sim.state.pod_status(pods["busy"].runpod_id) == "RUNNING"
 
+    # The owner of the container-disk pod agrees after the refusal: the next pass stops it.
+    services.owner_allows_stop(actor=world.member, resource=pods["scratch"], allowed=True)
+    assert clocks.step_to(kept_until + 15 * dt.timedelta(minutes=1))["stopped"] == 1
+    assert sim.state.pod_status(pods["scratch"].runpod_id) == "EXITED"
+
 
 def test_the_owner_may_allow_stopping_a_container_disk_pod_and_only_the_owner(world, sim, lab_pods):
     pods, clocks = lab_pods
