@@ -67,6 +67,8 @@ INSTALLED_APPS = [
     "labgov.transfers",
     "labgov.exports",
     "labgov.retention",
+    "labgov.utilization",
+    "labgov.idle",
 ]
 
 MIDDLEWARE = [
@@ -414,6 +416,23 @@ if LABGOV_RETENTION_DAILY_HOUR_UTC > 23:
 CELERY_BEAT_SCHEDULE["retention-evaluate-daily"] = {
     "task": "labgov.retention.tasks.evaluate_all",
     "schedule": crontab(minute=0, hour=LABGOV_RETENTION_DAILY_HOUR_UTC),
+}
+# GPU utilization (see README, "Running idle"): a light poll of running pods' utilization
+# between billing syncs, raw samples kept this many days (hourly aggregates as long as billing).
+LABGOV_UTILIZATION_POLL_MINUTES = env_int("LABGOV_UTILIZATION_POLL_MINUTES", 5, minimum=1)
+LABGOV_UTILIZATION_RAW_DAYS = env_int("LABGOV_UTILIZATION_RAW_DAYS", 14, minimum=1)
+# What every inventory pass hands the pods it listed to: `step(*, account, pods, now)`.
+LABGOV_AFTER_INVENTORY = ["labgov.utilization.recording.samples_after_inventory"]
+# Checks that exempt a pod from automatic stops: `check(resources) -> {resource id: reason}`.
+# Another app (retention holds) adds its own here.
+LABGOV_AUTOSTOP_EXEMPTIONS = ["labgov.idle.exemptions.never_auto_stop_marks"]
+CELERY_BEAT_SCHEDULE["utilization-poll"] = {
+    "task": "labgov.idle.tasks.poll_all",
+    "schedule": LABGOV_UTILIZATION_POLL_MINUTES * 60,
+}
+CELERY_BEAT_SCHEDULE["utilization-prune"] = {
+    "task": "labgov.utilization.tasks.prune_samples",
+    "schedule": crontab(minute=30, hour=3),
 }
 CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
     "task": "labgov.provisioning.tasks.resume_provisioning",

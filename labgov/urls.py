@@ -24,6 +24,7 @@ urlpatterns = [
     path("transfers/", include("labgov.transfers.urls")),
     path("exports/", include("labgov.exports.urls")),
     path("retention/", include("labgov.retention.urls")),
+    path("idle/", include("labgov.idle.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -97,6 +97,18 @@ GET_PAGES = {
         lambda w: reverse("transfers:resource_funding", args=[_pod(w).pk]),
         {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 200, "outsider": 404},
     ),
+    "lab idle pods": (
+        lambda w: reverse("idle:lab", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
+    "lab auto-stop policy": (
+        lambda w: reverse("idle:policy", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 403, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
+    "lab right-sizing": (
+        lambda w: reverse("idle:right_sizing", args=[w.lab.pk]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 404},
+    ),
 }
 
 

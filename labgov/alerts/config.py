@@ -15,6 +15,9 @@ DEFAULTS = {
     "balance_days": 7,
     "unattributed_threshold_usd": Decimal("100"),
     "sync_failing_hours": 6,
+    "idle_gpu_util_percent": 5,
+    "idle_memory_util_percent": 5,
+    "idle_grace_hours": 2,
 }
 FIELDS = tuple(DEFAULTS)
 
@@ -28,6 +31,9 @@ class Effective:
     balance_days: int
     unattributed_threshold_usd: Decimal
     sync_failing_hours: int
+    idle_gpu_util_percent: int
+    idle_memory_util_percent: int
+    idle_grace_hours: int
 
     def enabled(self, kind: str) -> bool:
         return kind not in self.disabled_kinds
@@ -88,4 +94,7 @@ class Resolver:
             balance_days=values["balance_days"],
             unattributed_threshold_usd=Decimal(values["unattributed_threshold_usd"]),
             sync_failing_hours=values["sync_failing_hours"],
+            idle_gpu_util_percent=values["idle_gpu_util_percent"],
+            idle_memory_util_percent=values["idle_memory_util_percent"],
+            idle_grace_hours=values["idle_grace_hours"],
         )

@@ -41,6 +41,17 @@ class AlertSettingsForm(BoundedForm):
     sync_failing_hours = forms.IntegerField(
         label="Sync failing for more than (hours)", min_value=1, max_value=168
     )
+    idle_gpu_util_percent = forms.IntegerField(
+        label="Pod running idle: mean GPU utilization below (%)", min_value=1, max_value=100
+    )
+    idle_memory_util_percent = forms.IntegerField(
+        label="Pod running idle: and mean GPU memory utilization below (%)",
+        min_value=1,
+        max_value=100,
+    )
+    idle_grace_hours = forms.IntegerField(
+        label="Pod running idle: for longer than (hours)", min_value=1, max_value=168
+    )
 
     @staticmethod
     def initial_from(effective: Effective) -> dict:
@@ -52,6 +63,9 @@ class AlertSettingsForm(BoundedForm):
             "balance_days": effective.balance_days,
             "unattributed_threshold_usd": effective.unattributed_threshold_usd,
             "sync_failing_hours": effective.sync_failing_hours,
+            "idle_gpu_util_percent": effective.idle_gpu_util_percent,
+            "idle_memory_util_percent": effective.idle_memory_util_percent,
+            "idle_grace_hours": effective.idle_grace_hours,
         }
 
 

@@ -23,6 +23,7 @@ class Kind(models.TextChoices):
     BALANCE_RISK = "balance_risk", "Runpod balance running low"
     UNATTRIBUTED_SPEND = "unattributed_spend", "Unattributed spend"
     SYNC_FAILING = "sync_failing", "Runpod sync failing"
+    RUNNING_IDLE = "running_idle", "Pod running idle"
 
 
 # Alerts about storage that bills while nothing runs: the waste labgov exists to catch.
@@ -156,6 +157,9 @@ class AlertSettings(models.Model):
     balance_days = models.PositiveIntegerField(null=True, blank=True)
     unattributed_threshold_usd = PreciseMoneyField(null=True, blank=True)
     sync_failing_hours = models.PositiveIntegerField(null=True, blank=True)
+    idle_gpu_util_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    idle_memory_util_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    idle_grace_hours = models.PositiveSmallIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"

@@ -666,4 +666,11 @@ def findings_for(ctx: Context) -> list[Finding]:
         *balance_risks(ctx, accounts),
         *unattributed_spend(ctx, accounts),
         *sync_failures(ctx, accounts),
+        *running_idle(ctx),
     ]
+
+
+def running_idle(ctx: Context) -> list[Finding]:
+    from labgov.alerts.idle_rule import running_idle_findings
+
+    return running_idle_findings(ctx)

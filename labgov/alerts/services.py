@@ -261,6 +261,8 @@ def _ends_condition(alert: Alert, action: str) -> bool:
 
     if alert.kind == Kind.STOPPED_POD_DISK:
         return action in ("start", "terminate")
+    if alert.kind == Kind.RUNNING_IDLE:
+        return action in ("stop", "terminate")
     return False
 
 
@@ -294,6 +296,9 @@ def alert_settings_save(*, actor, institution, lab, values: dict):
     row.balance_days = values["balance_days"]
     row.unattributed_threshold_usd = values["unattributed_threshold_usd"]
     row.sync_failing_hours = values["sync_failing_hours"]
+    for name in ("idle_gpu_util_percent", "idle_memory_util_percent", "idle_grace_hours"):
+        if name in values:
+            setattr(row, name, values[name])
     row.updated_at = timezone.now()
     row.updated_by = actor
     row.save()

@@ -8,6 +8,7 @@ from labgov.funding.models import Allocation
 from labgov.provisioning.assessment import default_policy
 from labgov.provisioning.models import ProvisioningPolicy, ProvisioningRequest
 from labgov.runpod.models import BillingRecord, GpuType, RunpodAccount
+from labgov.utilization.selectors import usage_summaries
 
 
 def policy_for_lab(lab) -> ProvisioningPolicy:
@@ -128,3 +129,32 @@ def request_history(request: ProvisioningRequest):
         .select_related("actor")
         .order_by("created_at", "id")
     )
+
+
+PAST_USAGE_LIMIT = 5
+
+
+def past_utilization(user, gpu_type_id: str | None) -> list[dict]:
+    """The person's own earlier pod requests that ran (on this GPU type when one is chosen,
+    else any), with what their GPUs did: shown on the request form, so a request for 8 GPUs
+    meets the 1 that was busy last time."""
+    past = ProvisioningRequest.objects.filter(
+        requester=user,
+        deployment_model="pod",
+        state=ProvisioningRequest.State.PROVISIONED,
+    )
+    if gpu_type_id:
+        past = past.filter(gpu_type_id=gpu_type_id)
+    past = list(past.order_by("-decided_at", "-pk").prefetch_related("resources")[:20])
+    pods = {r.pk: req for req in past for r in req.resources.all() if r.kind == "pod"}
+    usage = usage_summaries(pods)
+    rows, seen = [], set()
+    for resource_id, req in pods.items():
+        summary = usage.get(resource_id)
+        if summary is None or req.pk in seen:
+            continue
+        seen.add(req.pk)
+        rows.append({"request": req, "usage": summary})
+        if len(rows) == PAST_USAGE_LIMIT:
+            break
+    return rows

@@ -5,8 +5,10 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils.module_loading import import_string
 
 from labgov.core.errors import DomainError
 from labgov.runpod.models import GpuType as GpuTypeRow
@@ -108,7 +110,8 @@ def inventory_sync(*, account, client, now: dt.datetime) -> dict:
     """Fetch every list first, then write them in one transaction: a failed fetch changes
     nothing, and a vanished resource is only marked gone when all lists came back whole."""
     fetched: dict[tuple[str, str], dict] = {}
-    for pod in client.list_pods(include_cluster_pods=True):
+    pods = client.list_pods(include_cluster_pods=True)
+    for pod in pods:
         fetched[(ResourceKind.POD, pod.id)] = _pod_fields(pod)
     for volume in client.list_network_volumes():
         fetched[(ResourceKind.NETWORK_VOLUME, volume.id)] = _volume_fields(volume)
@@ -121,6 +124,10 @@ def inventory_sync(*, account, client, now: dt.datetime) -> dict:
     with transaction.atomic():
         counts = _resources_upsert(account, fetched, now)
         _catalog_upsert(gpus, now)
+        # Consumers of what was listed (utilization samples from `Pod.runtime`), named in
+        # settings so the inventory imports none of them.
+        for path in settings.LABGOV_AFTER_INVENTORY:
+            counts.update(import_string(path)(account=account, pods=pods, now=now) or {})
     counts["gpu_types"] = len(gpus)
     return counts
 

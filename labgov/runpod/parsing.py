@@ -25,8 +25,10 @@ from labgov.runpod.types import (
     Cluster,
     Endpoint,
     GpuType,
+    GpuUtilization,
     NetworkVolume,
     Pod,
+    PodRuntime,
 )
 
 _ABSENT = object()
@@ -259,6 +261,35 @@ def parse_pod(data: Any, where: str = "") -> Pod:
         cluster_id=cluster.text("id") if cluster is not None else None,
         created_at=f.optional_time("createdAt", required=True),
         started_at=f.optional_time("startedAt"),
+        runtime=_runtime(f),
+    )
+
+
+def _percent(f: "_Fields", key: str) -> int | None:
+    """A utilization percentage: a whole number, clamped to 0-100 (a reading, not money: a
+    GPU reported at 101 % is busy, not an error worth failing the sync for)."""
+    value = f.optional_integer(key)
+    return None if value is None else max(0, min(100, value))
+
+
+def _runtime(pod: "_Fields") -> PodRuntime | None:
+    """`runtime` (PodRuntime, or null when the pod is not running; absent is read as null)."""
+    runtime = pod.optional_obj("runtime")
+    if runtime is None:
+        return None
+    gpus = []
+    for i, item in enumerate(runtime.objects("gpus", required=False)):
+        gpu = _Fields(item, pod.owner, f"runtime.gpus[{i}].")
+        gpus.append(
+            GpuUtilization(util=_percent(gpu, "util"), memory_util=_percent(gpu, "memoryUtil"))
+        )
+    cpu = runtime.optional_obj("cpu")
+    memory = runtime.optional_obj("memory")
+    return PodRuntime(
+        uptime_s=runtime.optional_integer("uptime"),
+        gpus=tuple(gpus),
+        cpu_util=_percent(cpu, "util") if cpu is not None else None,
+        memory_util=_percent(memory, "util") if memory is not None else None,
     )
 
 

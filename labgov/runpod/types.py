@@ -30,6 +30,27 @@ class BillingKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class GpuUtilization:
+    """One GPU of a running pod, in percent (0-100); None where Runpod left a field out."""
+
+    util: int | None
+    memory_util: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodRuntime:
+    """Live utilization of a running pod (`Pod.runtime`; null when it is not RUNNING).
+
+    Every field is optional in the contract: Runpod may send `{}`, or fewer GPUs than the pod
+    has (those it left out are unknown, not idle)."""
+
+    uptime_s: int | None
+    gpus: tuple[GpuUtilization, ...]
+    cpu_util: int | None
+    memory_util: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     id: str
     name: str
@@ -48,6 +69,7 @@ class Pod:
     cluster_id: str | None
     created_at: dt.datetime | None
     started_at: dt.datetime | None
+    runtime: PodRuntime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,7 @@ def pod_json(pod: PodSpec, status: str, now: int, cost_per_hr: Decimal) -> dict:
         "cost": cost_per_hr if status in BILLS_COMPUTE else Decimal(0),
         "locked": False,
         "globalNetworking": {"enabled": False},
-        "runtime": _runtime(pod, now - started) if status == "RUNNING" and started else None,
+        "runtime": _runtime(pod, now, now - started) if status == "RUNNING" and started else None,
         "createdAt": iso(pod.created),
         "startedAt": iso(started) if started is not None else None,
     }
@@ -136,13 +136,37 @@ def _ssh(pod: PodSpec, status: str) -> dict:
     }
 
 
-def _runtime(pod: PodSpec, uptime: int) -> dict:
+# A GPU counts as idle at up to this utilization (what an idle CUDA context shows).
+IDLE_UTIL_MAX = 2
+BURST_SECONDS = 15 * 60  # bursty pods work the first quarter of every hour
+
+
+def gpu_busy(pod: PodSpec, gpu: int, now: int) -> bool:
+    """Whether the pod's scenario has GPU `gpu` working at second `now`."""
+    spec = pod.utilization
+    if spec.pattern == "idle_from":
+        return spec.idle_from is None or now < spec.idle_from
+    if spec.pattern == "bursty":
+        return now % 3600 < BURST_SECONDS
+    if spec.pattern == "one_gpu_busy":
+        return gpu == 0
+    return True
+
+
+def _runtime(pod: PodSpec, now: int, uptime: int) -> dict:
+    tick = now // 300  # readings change every five minutes, as Runpod's billing does
+    gpus = []
+    for i in range(pod.gpu_count):
+        seed = f"{pod.id}/{i}/{tick}"
+        if gpu_busy(pod, i, now):
+            gpus.append({"util": _noise(seed, 35, 99), "memoryUtil": _noise(seed + "m", 20, 95)})
+        else:
+            gpus.append(
+                {"util": _noise(seed, 0, IDLE_UTIL_MAX), "memoryUtil": _noise(seed + "m", 0, 2)}
+            )
     return {
         "uptime": uptime,
-        "gpus": [
-            {"util": _noise(f"{pod.id}{i}", 35, 99), "memoryUtil": _noise(f"{pod.id}m{i}", 20, 95)}
-            for i in range(pod.gpu_count)
-        ],
+        "gpus": gpus,
         "cpu": {"util": _noise(pod.id + "cpu", 5, 90)},
         "memory": {"util": _noise(pod.id + "mem", 10, 80)},
         "ports": [],

@@ -16,7 +16,11 @@ money is decimal text ("2.69"), sizes are GB:
                       mounts {persistent {size, path}} | {network [{volumeId, path}]},
                       costPerHr (optional; default: the catalog price for the cloud x count),
                       history [[time, PodStatus], ...]: the first entry creates the pod,
-                      TERMINATED ends it
+                      TERMINATED ends it,
+                      utilization (optional) {pattern, idleFrom?}: what `runtime` reports
+                      while it runs: busy (the default), idle_from (busy until idleFrom, then
+                      every GPU near 0 %), bursty (busy 15 minutes of every hour, idle the
+                      rest), one_gpu_busy (GPU 0 busy, every other GPU idle)
     networkVolumes    id, name, size, dataCenterId, type (STANDARD | HIGH_PERFORMANCE),
                       history [[time, "CREATED"], [time, "DELETED"]?]
     endpoints         serverless: id, name, image, env, disk, gpu {id, count} | cpu {vcpuCount},
@@ -108,6 +112,20 @@ class TemplateSpec:
 History = tuple[tuple[int, str], ...]
 
 
+UTILIZATION_PATTERNS = ("busy", "idle_from", "bursty", "one_gpu_busy")
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationSpec:
+    pattern: str = "busy"
+    idle_from: int | None = None  # idle_from: when its GPUs fall idle
+
+    def shifted(self, secs: int) -> "UtilizationSpec":
+        if self.idle_from is None:
+            return self
+        return dataclasses.replace(self, idle_from=self.idle_from + secs)
+
+
 @dataclass(frozen=True, slots=True)
 class PodSpec:
     id: str
@@ -134,6 +152,7 @@ class PodSpec:
     cluster_id: str | None = None
     cluster_rank: int | None = None
     cluster_role: str | None = None
+    utilization: UtilizationSpec = UtilizationSpec()
 
     def status_at(self, t: int) -> str | None:
         """The status at second `t`; None before the pod was created."""
@@ -256,7 +275,12 @@ class Scenario:
         return dataclasses.replace(
             self,
             now=self.now + dt.timedelta(seconds=secs),
-            pods=tuple(dataclasses.replace(p, history=move(p.history)) for p in self.pods),
+            pods=tuple(
+                dataclasses.replace(
+                    p, history=move(p.history), utilization=p.utilization.shifted(secs)
+                )
+                for p in self.pods
+            ),
             network_volumes=tuple(
                 dataclasses.replace(v, history=move(v.history)) for v in self.network_volumes
             ),
@@ -390,7 +414,19 @@ def _pod(data: dict, templates: dict[str, TemplateSpec]) -> PodSpec:
         network_path=network["path"] if network else "/workspace",
         cost_per_hr=None if cost is None else Decimal(str(cost)),
         args=data.get("args", ""),
+        utilization=_utilization(data),
     )
+
+
+def _utilization(data: dict) -> UtilizationSpec:
+    spec = data.get("utilization") or {}
+    pattern = spec.get("pattern", "busy")
+    if pattern not in UTILIZATION_PATTERNS:
+        raise ValueError(f"pod {data['id']}: unknown utilization pattern {pattern!r}")
+    idle_from = spec.get("idleFrom")
+    if pattern == "idle_from" and idle_from is None:
+        raise ValueError(f"pod {data['id']}: utilization idle_from needs idleFrom")
+    return UtilizationSpec(pattern, parse_time(idle_from) if idle_from else None)
 
 
 def _volume(data: dict) -> VolumeSpec:

@@ -22,6 +22,7 @@ from labgov.simulator.scenario import (
     ClusterSpec,
     PodSpec,
     Scenario,
+    UtilizationSpec,
     VolumeSpec,
     epoch,
     from_epoch,
@@ -176,6 +177,15 @@ class SimState:
             if pod is None:
                 raise KeyError(pod_id)
             return pod
+
+    def set_utilization(self, pod_id: str, pattern: str, idle_from: dt.datetime | None = None):
+        """Change what a pod's GPUs report from now on (tests and the demo)."""
+        with self._lock:
+            pod = self._find_pod(pod_id)
+            if pod is None or pod.id not in self._pods:
+                raise KeyError(pod_id)
+            spec = UtilizationSpec(pattern, epoch(idle_from) if idle_from else None)
+            self._pods[pod_id] = dataclasses.replace(pod, utilization=spec)
 
     def pod_status(self, pod_id: str) -> str | None:
         """The pod's status now, TERMINATED included (None if unknown or not yet created)."""

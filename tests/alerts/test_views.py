@@ -260,6 +260,9 @@ VALID = {
     "balance_days": "5",
     "unattributed_threshold_usd": "250",
     "sync_failing_hours": "12",
+    "idle_gpu_util_percent": "5",
+    "idle_memory_util_percent": "5",
+    "idle_grace_hours": "2",
 }
 
 

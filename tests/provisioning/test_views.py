@@ -215,8 +215,8 @@ PAGES = {
     # request, actual spend, allocation figures, policy, GPU, resources, history
     "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 10),
     # allocations exist?, GPU catalog, allocation choices (twice: Django's required select
-    # reads its first option again)
-    "new": ("member", lambda w, r, d: reverse("provisioning:new"), 7),
+    # reads its first option again), the requester's past pod requests (their utilization)
+    "new": ("member", lambda w, r, d: reverse("provisioning:new"), 8),
     "policies": ("inst_admin", lambda w, r, d: reverse("provisioning:policies"), 7),
     # lab, its own policy, the institution's default, GPU catalog
     "lab policy": (
@@ -231,8 +231,8 @@ PAGES = {
         lambda w, r, d: reverse("provisioning:policy_default", args=[w.institution.pk]),
         7,
     ),
-    # request, allocations, GPU catalog, allocation choices (twice)
-    "edit": ("member", lambda w, r, d: reverse("provisioning:edit", args=[d.pk]), 7),
+    # request, allocations, GPU catalog, allocation choices (twice), past pod requests
+    "edit": ("member", lambda w, r, d: reverse("provisioning:edit", args=[d.pk]), 8),
     # request, the lab's Runpod accounts (twice: the required select reads its first option)
     "mark provisioned": (
         "lab_admin",

@@ -35,6 +35,7 @@ from labgov.runpod.types import (
     GpuType,
     NetworkVolume,
     Pod,
+    PodRuntime,
 )
 
 KEY = "rpa_TESTKEY0123456789abcdefWXYZ"
@@ -252,6 +253,7 @@ def test_gpu_pod_is_parsed_from_the_contract_shape(connect):
         cluster_id=None,
         created_at=dt.datetime(2026, 6, 1, 12, 0, tzinfo=UTC),
         started_at=dt.datetime(2026, 6, 1, 12, 2, tzinfo=UTC),
+        runtime=PodRuntime(uptime_s=3600, gpus=(), cpu_util=None, memory_util=None),
     )
     assert server.requests[0].url.path == "/v2/pods"
     assert server.requests[0].url.params["includeClusterPods"] == "true"

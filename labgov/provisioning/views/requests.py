@@ -18,6 +18,7 @@ from labgov.provisioning.selectors import (
     allocations_for_requester,
     gpu_catalog,
     gpu_for,
+    past_utilization,
     policy_for_lab,
     request_for_user,
     request_history,
@@ -140,13 +141,14 @@ def request_edit(request, pk: int):
 def _estimate_context(request, form) -> dict:
     """The live estimate of whatever the form holds now (valid fields only)."""
     if not form.is_bound:
-        return {"estimate": None}
+        return {"estimate": None, "past_usage": past_utilization(request.user, None)}
     form.is_valid()
     values = form.values()
     req = ProvisioningRequest(requester=request.user, **values)
     allocation = form.cleaned_data.get("allocation")
+    past_usage = past_utilization(request.user, form.cleaned_data.get("gpu_type_id"))
     if allocation is None:
-        return {"estimate": None}
+        return {"estimate": None, "past_usage": past_usage}
     allocation = allocation_with_figures(allocation.pk)
     req.allocation = allocation
     req.lab = allocation.funding_source.lab
@@ -167,6 +169,7 @@ def _estimate_context(request, form) -> dict:
         "policy": policy,
         "gpu": gpu,
         "allocation": allocation,
+        "past_usage": past_usage,
     }
 
 

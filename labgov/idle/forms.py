@@ -1,0 +1,39 @@
+from django import forms
+
+from labgov.core.bounds import BoundedForm
+from labgov.idle.models import AutoStopMark, AutoStopPolicy
+
+
+class PolicyForm(BoundedForm):
+    bounded_model = AutoStopPolicy
+
+    enabled = forms.BooleanField(label="Stop idle pods automatically", required=False)
+    idle_hours = forms.IntegerField(
+        label="Stop after this many idle hours", min_value=1, max_value=168
+    )
+    warn_minutes = forms.IntegerField(
+        label="Warn the owner this many minutes ahead", min_value=5, max_value=24 * 60
+    )
+    keep_hours = forms.IntegerField(
+        label="“Keep running” keeps it for (hours)", min_value=1, max_value=72
+    )
+
+
+class NeverStopForm(BoundedForm):
+    bounded_model = AutoStopMark
+
+    pod = forms.TypedChoiceField(label="Pod", coerce=int)
+    reason = forms.CharField(label="Why it must never be stopped automatically", max_length=300)
+    until = forms.DateField(label="Until", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args, pods=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["pod"].choices = [(p.pk, p.name or p.runpod_id) for p in pods]
+
+
+class KeepForm(BoundedForm):
+    hours = forms.IntegerField(min_value=1, max_value=72, required=False)
+
+
+class AllowStopForm(BoundedForm):
+    allowed = forms.BooleanField(required=False)

@@ -1,0 +1,115 @@
+"""A lab's automatic stop policy for idle pods, the marks that exempt a pod from it (or allow
+stopping one with only a container disk), and the notices that warn an owner before a stop."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class AutoStopPolicy(models.Model):
+    """Off unless a lab admin turns it on: stop a pod idle for `idle_hours`, having warned its
+    owner `warn_minutes` ahead, with a one-click "keep running for `keep_hours` hours"."""
+
+    lab = models.OneToOneField("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    enabled = models.BooleanField(default=False)
+    idle_hours = models.PositiveSmallIntegerField(default=6)
+    warn_minutes = models.PositiveSmallIntegerField(default=30)
+    keep_hours = models.PositiveSmallIntegerField(default=2)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "auto-stop policies"
+        constraints = [
+            models.CheckConstraint(condition=Q(idle_hours__gte=1), name="autostop_idle_hours"),
+            models.CheckConstraint(condition=Q(keep_hours__gte=1), name="autostop_keep_hours"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Auto-stop policy of lab {self.lab_id}"
+
+
+class AutoStopMark(models.Model):
+    class Kind(models.TextChoices):
+        # A lab admin's exemption, with a reason and an end.
+        NEVER_STOP = "never_stop", "Never auto-stop"
+        # The owner's confirmation that a pod whose only storage is its container disk may be
+        # stopped by the policy (its data would be lost).
+        OWNER_ALLOWS_STOP = "owner_allows_stop", "Owner allows stopping (container disk only)"
+
+    resource = models.ForeignKey("runpod.Resource", on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    reason = models.CharField(max_length=300, blank=True)
+    until = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource", "kind"],
+                condition=Q(ended_at__isnull=True),
+                name="autostop_one_live_mark_per_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} on resource {self.resource_id}"
+
+
+class StopNotice(models.Model):
+    """One idle run of one pod under a policy: warned, perhaps kept running, then stopped, or
+    cleared (it worked again, stopped by itself, or became exempt), or refused (container disk
+    only, without the owner's confirmation)."""
+
+    class State(models.TextChoices):
+        WARNED = "warned", "Warned"
+        KEPT = "kept", "Kept running"
+        STOPPED = "stopped", "Stopped"
+        REFUSED = "refused", "Not stopped: container disk only"
+        CLEARED = "cleared", "Cleared"
+
+    OPEN_STATES = (State.WARNED, State.KEPT, State.REFUSED)
+
+    resource = models.ForeignKey("runpod.Resource", on_delete=models.PROTECT, related_name="+")
+    lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.WARNED)
+    idle_since = models.DateTimeField()
+    warned_at = models.DateTimeField()
+    stop_at = models.DateTimeField()
+    kept_until = models.DateTimeField(null=True, blank=True)
+    kept_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    closed_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-warned_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource"],
+                condition=Q(state__in=["warned", "kept", "refused"]),
+                name="autostop_one_open_notice_per_pod",
+            )
+        ]
+        indexes = [models.Index(fields=["lab", "state"])]
+
+    def __str__(self) -> str:
+        return f"Stop notice for resource {self.resource_id} ({self.state})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in self.OPEN_STATES

@@ -1,0 +1,124 @@
+"""Right-sizing figures on a pod with known utilization, its CSV, and who may see the idle
+pages (lab admin, institution admin, finance read; member 403; outsider 404)."""
+
+import datetime as dt
+from decimal import Decimal as D
+
+import pytest
+from django.urls import reverse
+
+from labgov.idle.models import AutoStopPolicy
+from labgov.idle.rightsizing import suggestions
+from labgov.provisioning.models import ProvisioningRequest
+from tests.alerts.conftest import T0, bill, make_pod
+from tests.provisioning.conftest import H100, catalog, draft  # noqa: F401 - fixtures
+from tests.utilization.conftest import samples
+
+pytestmark = pytest.mark.django_db
+H = dt.timedelta(hours=1)
+
+
+@pytest.fixture
+def oversized(world, account, catalog, draft, clock):  # noqa: F811 - fixtures
+    """8 × H100 for 10 hours of which one GPU worked (90 %, 40 % of its memory)."""
+    pod = make_pod(
+        account,
+        world.allocation,
+        name="eight-for-one",
+        gpu_type_id=H100,
+        gpu_count=8,
+        cloud="SECURE",
+        cost_per_hr_usd=D("35.12"),
+    )
+    samples(pod, T0 - 10 * H, T0, util=90, mem=40, busy=1)
+    for hour in range(10):
+        bill(pod, T0 - (10 - hour) * H, disk="0", gpu="35.12", allocation=world.allocation)
+    request = draft(gpu_type_id=H100, gpu_count=8)
+    ProvisioningRequest.objects.filter(pk=request.pk).update(state="provisioned")
+    request.resources.add(pod)
+    return pod, request
+
+
+def test_one_busy_gpu_of_eight_suggests_one_smaller_gpu_with_the_monthly_saving(world, oversized):
+    pod, request = oversized
+    (s,) = suggestions(world.lab, now=T0)
+    assert s.pod == pod and s.request == request
+    assert (s.gpu_count, s.gpu_type_id) == (1, "NVIDIA A40")  # 32 GB peak × 1.2 fits 48 GB
+    assert s.usage.hours == 10 and s.usage.busy_gpus_max == 1
+    assert s.usage.util_mean == pytest.approx(11.25) and s.usage.memory_util_max == 40
+    assert s.billed_usd == D("351.20")
+    # ($35.12 − $0.40) × 10 h in 30 days, scaled to a 730-hour month
+    assert s.monthly_saving_usd == (D("35.12") - D("0.40")) * 10 * D(730) / D(720)
+
+
+def test_a_pod_that_uses_its_gpus_is_not_listed(world, account, catalog, clock):  # noqa: F811
+    pod = make_pod(account, world.allocation, gpu_type_id=H100, gpu_count=2, cloud="SECURE")
+    samples(pod, T0 - 5 * H, T0, util=80, mem=90)
+    assert suggestions(world.lab, now=T0) == []
+
+
+def test_page_and_csv_for_who_may_see_the_lab(world, oversized, client_for):
+    url = reverse("idle:right_sizing", args=[world.lab.pk])
+    for user in (world.lab_admin, world.inst_admin, world.finance):
+        assert client_for(user).get(url).status_code == 200
+    assert client_for(world.member).get(url).status_code == 403
+    assert client_for(world.outsider).get(url).status_code == 404
+    response = client_for(world.lab_admin).get(url + "?format=csv")
+    text = response.content.decode()
+    assert "eight-for-one" in text and "1× NVIDIA A40" in text and "352.02" in text
+
+
+def test_idle_pages_and_policy_permissions(world, client_for):
+    lab_page = reverse("idle:lab", args=[world.lab.pk])
+    policy = reverse("idle:policy", args=[world.lab.pk])
+    values = {"enabled": "on", "idle_hours": "4", "warn_minutes": "30", "keep_hours": "2"}
+    assert client_for(world.lab_admin).get(lab_page).status_code == 200
+    assert client_for(world.member).get(lab_page).status_code == 403
+    assert client_for(world.outsider).get(lab_page).status_code == 404
+    assert client_for(world.finance).post(policy, values).status_code == 403
+    assert client_for(world.member).post(policy, values).status_code == 403
+    assert client_for(world.outsider).post(policy, values).status_code == 404
+    assert client_for(world.lab_admin).put(policy).status_code == 405
+    assert not AutoStopPolicy.objects.exists()
+    assert client_for(world.lab_admin).post(policy, values).status_code == 302
+    saved = AutoStopPolicy.objects.get(lab=world.lab)
+    assert saved.enabled and saved.idle_hours == 4
+    values["idle_hours"] = "100000"  # bounded by the form
+    assert client_for(world.lab_admin).post(policy, values).status_code == 200
+    assert AutoStopPolicy.objects.get(lab=world.lab).idle_hours == 4
+
+
+def test_the_request_form_shows_the_requesters_past_utilization(world, oversized, client_for):
+    _, request = oversized
+    page = client_for(world.member).get(reverse("provisioning:new")).content.decode()
+    assert "What your GPUs did on similar requests" in page
+    assert f'data-past-request="{request.pk}"' in page
+    others = client_for(world.lab_admin).get(reverse("provisioning:new")).content.decode()
+    assert "data-past-request" not in others  # only one's own requests
+
+
+def test_notice_page_and_keep_running_only_for_owner_and_lab_admins(world, account, client_for):
+    from labgov.idle.models import StopNotice
+
+    pod = make_pod(account, world.allocation, gpu_type_id=H100, gpu_count=8)
+    notice = StopNotice.objects.create(
+        resource=pod,
+        lab=world.lab,
+        owner=world.member,
+        idle_since=T0,
+        warned_at=T0,
+        stop_at=T0 + H,
+    )
+    page = reverse("idle:notice", args=[notice.pk])
+    keep = reverse("idle:notice_keep", args=[notice.pk])
+    for user in (world.member, world.lab_admin, world.inst_admin):
+        assert client_for(user).get(page).status_code == 200
+    for user in (world.finance, world.other_member, world.outsider):
+        assert client_for(user).get(page).status_code == 404
+        assert client_for(user).post(keep).status_code == 404  # the attack: keeping another's pod
+    assert client_for(world.member).get(keep).status_code == 405
+    notice.refresh_from_db()
+    assert notice.state == StopNotice.State.WARNED and notice.kept_by is None
+    assert client_for(world.member).post(keep).status_code == 302
+    notice.refresh_from_db()
+    assert notice.state == StopNotice.State.KEPT and notice.kept_by == world.member
