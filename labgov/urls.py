@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from labgov.audit.views import audit_log
+from labgov.core.metrics import metrics
 from labgov.core.views import healthz
 from labgov.dashboard.views import home
 
@@ -11,6 +12,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("funding/", include("labgov.funding.urls")),
     path("audit/", audit_log, name="audit"),
     path("runpod/", include("labgov.runpod.urls")),
