@@ -256,10 +256,12 @@ class Stack:
                 sig = signal.SIGQUIT if name == "nginx" else signal.SIGTERM
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, sig)
-        deadline = time.monotonic() + 15
+        stopping = time.monotonic()
+        deadline = stopping + 15
         for name, process in self.processes.items():
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                log(f"{name}: stopped after {time.monotonic() - stopping:.1f} s")
             except subprocess.TimeoutExpired:
                 problems.append(f"{name} did not stop in time; killed")
                 os.killpg(process.pid, signal.SIGKILL)

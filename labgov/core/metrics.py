@@ -26,7 +26,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# The classic text format every Prometheus version reads (0.26 defaults to 1.0.0).
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from labgov.core.client_ip import client_ip
 
@@ -212,4 +214,4 @@ def _registry() -> CollectorRegistry:
 def metrics(request):
     if not _allowed(request):
         return HttpResponseForbidden("Metrics need the bearer token or an allowed address.\n")
-    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_PLAIN_0_0_4)
