@@ -337,6 +337,10 @@ LABGOV_WEBHOOK_TIMEOUT_SECONDS = env_int("LABGOV_WEBHOOK_TIMEOUT_SECONDS", 10, m
 LABGOV_WEBHOOK_HTTP_HOSTS = env_list(
     "LABGOV_WEBHOOK_HTTP_HOSTS", ["127.0.0.1", "localhost", "::1"] if DEBUG else []
 )
+CELERY_BEAT_SCHEDULE["notifications-unconfirmed"] = {
+    "task": "labgov.notifications.tasks.mark_unconfirmed_emails",
+    "schedule": 900,
+}
 CELERY_BEAT_SCHEDULE["notifications-digest"] = {
     "task": "labgov.notifications.tasks.send_digests",
     "schedule": crontab(minute=0, hour=LABGOV_DIGEST_HOUR_UTC),

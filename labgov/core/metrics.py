@@ -155,6 +155,16 @@ class StateCollector:
             alerts.add_metric([kind], counted.get(kind, 0))
         yield alerts
 
+        from labgov.notifications.models import Notification
+
+        unconfirmed = GaugeMetricFamily(
+            "labgov_notification_emails_unconfirmed",
+            "Notification emails whose sender died mid-send (may not have arrived; never "
+            "sent twice).",
+        )
+        unconfirmed.add_metric([], Notification.objects.exclude(email_problem="").count())
+        yield unconfirmed
+
         depth, up = queue_depth()
         broker = GaugeMetricFamily("labgov_broker_up", "1 when the broker answered the scrape.")
         broker.add_metric([], up)

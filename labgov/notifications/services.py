@@ -129,6 +129,33 @@ def _release(token: str) -> None:
     Notification.objects.filter(email_claim=token).update(emailed_at=None, email_claim="")
 
 
+def _confirm(token: str) -> None:
+    """The SMTP server accepted the email of these rows."""
+    Notification.objects.filter(email_claim=token).update(email_sent_at=timezone.now())
+
+
+# Longer than any one send can take (EMAIL_TIMEOUT for each SMTP step), so a row still
+# unconfirmed after this lost its sender mid-send.
+UNCONFIRMED_AFTER = dt.timedelta(minutes=30)
+UNCONFIRMED_PROBLEM = (
+    "labgov stopped while emailing this (its worker was killed or restarted), so the email "
+    "may not have arrived. It is not sent again, so that nobody gets it twice."
+)
+
+
+def emails_unconfirmed_mark(*, now: dt.datetime | None = None) -> int:
+    """Emails whose sender died between claiming and the SMTP server's answer: say so on each
+    notification (shown in the list, counted in /metrics), never send them again."""
+    now = now or timezone.now()
+    return (
+        Notification.objects.filter(
+            emailed_at__lt=now - UNCONFIRMED_AFTER, email_sent_at__isnull=True, email_problem=""
+        )
+        .exclude(email_claim="")
+        .update(email_problem=UNCONFIRMED_PROBLEM)
+    )
+
+
 def _skip_muted(recipient_id: int, rows) -> set[str]:
     """Mark the recipient's due notifications of muted kinds as never to be emailed."""
     muted = set(MutedKind.objects.filter(user_id=recipient_id).values_list("kind", flat=True))
@@ -139,7 +166,8 @@ def _skip_muted(recipient_id: int, rows) -> set[str]:
 
 def notification_email_send(*, notification_id: int) -> bool:
     """Send one notification's email, at most once: the row is claimed with a conditional
-    UPDATE before sending, and released again only if sending fails."""
+    UPDATE before sending, released again only if sending fails, and confirmed once the SMTP
+    server accepted it (a claim never confirmed is reported by `emails_unconfirmed_mark`)."""
     notification = (
         Notification.objects.select_related("recipient").filter(pk=notification_id).first()
     )
@@ -158,6 +186,7 @@ def notification_email_send(*, notification_id: int) -> bool:
     except Exception:
         _release(token)
         raise
+    _confirm(token)
     return True
 
 
@@ -230,6 +259,7 @@ def digest_send(*, recipient_id: int) -> int:
     except Exception:
         _release(token)
         raise
+    _confirm(token)
     return count
 
 
