@@ -143,10 +143,20 @@ UNCONFIRMED_PROBLEM = (
 )
 
 
+WEBHOOK_UNCONFIRMED = (
+    "labgov stopped while posting this (its worker was killed or restarted), so it may not "
+    "have arrived. It is not posted again, so that the channel never gets it twice."
+)
+
+
 def emails_unconfirmed_mark(*, now: dt.datetime | None = None) -> int:
-    """Emails whose sender died between claiming and the SMTP server's answer: say so on each
-    notification (shown in the list, counted in /metrics), never send them again."""
+    """Emails (and webhook posts) whose sender died between claiming and the server's answer:
+    say so on each (the notification list, the lab's deliveries, /metrics), never send them
+    again. Returns how many emails it marked."""
     now = now or timezone.now()
+    WebhookDelivery.objects.filter(
+        status=WebhookDelivery.Status.SENDING, sending_since__lt=now - UNCONFIRMED_AFTER
+    ).update(status=WebhookDelivery.Status.FAILED, last_error=WEBHOOK_UNCONFIRMED)
     return (
         Notification.objects.filter(
             emailed_at__lt=now - UNCONFIRMED_AFTER, email_sent_at__isnull=True, email_problem=""
@@ -542,7 +552,11 @@ def webhook_deliver(*, delivery_id: int) -> bool:
         return False
     claimed = WebhookDelivery.objects.filter(
         pk=delivery_id, status=WebhookDelivery.Status.PENDING
-    ).update(status=WebhookDelivery.Status.SENDING, attempts=F("attempts") + 1)
+    ).update(
+        status=WebhookDelivery.Status.SENDING,
+        attempts=F("attempts") + 1,
+        sending_since=timezone.now(),
+    )
     if claimed != 1:
         return False
     webhook = delivery.webhook

@@ -14,12 +14,6 @@ from labgov.notifications.kinds import Severity
 from labgov.notifications.models import Notification
 from labgov.notifications.services import emails_unconfirmed_mark
 
-pytestmark = [
-    pytest.mark.celery_worker,
-    pytest.mark.usefixtures("postgres"),
-    pytest.mark.django_db(transaction=True),
-]
-
 
 def _wait_for(condition, worker, seconds=60.0):
     deadline = time.monotonic() + seconds
@@ -28,6 +22,9 @@ def _wait_for(condition, worker, seconds=60.0):
         time.sleep(0.05)
 
 
+@pytest.mark.celery_worker
+@pytest.mark.usefixtures("postgres")
+@pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_send_never_sends_twice_and_says_so(
     world, worker_process, smtp_stub, client_for
 ):
@@ -84,3 +81,23 @@ def test_a_confirmed_email_is_never_reported(world):
     assert emails_unconfirmed_mark() == 0
     notification.refresh_from_db()
     assert notification.email_problem == ""
+
+
+def test_a_webhook_post_whose_worker_died_is_marked_failed_not_posted_again(world):
+    from labgov.notifications.models import LabWebhook, WebhookDelivery
+
+    webhook = LabWebhook.objects.create(
+        lab=world.lab, url_encrypted="x", url_host="example.org", url_last4="abcd"
+    )
+    claimed = timezone.now() - dt.timedelta(minutes=31)
+    stuck = WebhookDelivery.objects.create(
+        webhook=webhook, dedupe_key="a", payload={}, status="sending", sending_since=claimed
+    )
+    recent = WebhookDelivery.objects.create(
+        webhook=webhook, dedupe_key="b", payload={}, status="sending", sending_since=timezone.now()
+    )
+    emails_unconfirmed_mark()
+    stuck.refresh_from_db()
+    recent.refresh_from_db()
+    assert stuck.status == "failed" and "may not have arrived" in stuck.last_error
+    assert recent.status == "sending"

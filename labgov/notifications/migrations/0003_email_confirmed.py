@@ -28,5 +28,10 @@ class Migration(migrations.Migration):
             name='email_sent_at',
             field=models.DateTimeField(blank=True, null=True),
         ),
+        migrations.AddField(
+            model_name='webhookdelivery',
+            name='sending_since',
+            field=models.DateTimeField(blank=True, null=True),
+        ),
         migrations.RunPython(sent_before_confirmation, migrations.RunPython.noop),
     ]
