@@ -3,6 +3,7 @@
 import base64
 import datetime as dt
 import hashlib
+import ipaddress
 from pathlib import Path
 
 import dj_database_url
@@ -72,6 +73,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "labgov.core.metrics.RequestMetricsMiddleware",  # first: times everything below
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -217,7 +219,8 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# A load balancer or Prometheus on the machine may ask gunicorn directly, over plain http.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 X_FRAME_OPTIONS = "DENY"
 # Content-Security-Policy (django-csp): scripts, styles, images and requests from labgov's own
 # origin only. No inline script, no eval, no inline style (templates have no <script> without
@@ -268,8 +271,20 @@ if CELERY_TASK_ALWAYS_EAGER:
     CELERY_BROKER_URL = "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tasks are acknowledged after they finish, and a task whose worker died (kill -9, OOM, a
+# lost machine) goes back to the queue instead of being dropped: every acks_late task is
+# idempotent (the sync's lock and slices, provisioning's claim and adoption token, the
+# notification claims), so running one again completes the work without doing it twice.
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Two installations (or a test stack) may share one Redis database under different queues.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# Redis hands an unacknowledged task (its worker died) to another worker after this long. It
+# must exceed the longest task and the longest retry countdown, or a slow task runs twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7200, minimum=60)
+}
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600, minimum=1)
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict = {}
@@ -293,11 +308,23 @@ CELERY_BEAT_SCHEDULE["exports-expire"] = {
 # Error pages and reports hide marked secrets (Runpod keys) even when DEBUG is on.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "labgov.core.debug.SecretsHiddenReporterFilter"
 
+# Logs: one JSON object per line in production (LABGOV_LOG_FORMAT=json, the default when DEBUG
+# is off), for a log collector; plain lines for people otherwise. With JSON, every request is
+# logged as one line by labgov (gunicorn's own access log is then off, see gunicorn.conf.py),
+# and Celery leaves the root logger to this configuration.
+LABGOV_LOG_FORMAT = env_str("LABGOV_LOG_FORMAT", "plain" if DEBUG else "json")
+if LABGOV_LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"LABGOV_LOG_FORMAT={LABGOV_LOG_FORMAT!r} must be json or plain")
+LABGOV_LOG_REQUESTS = LABGOV_LOG_FORMAT == "json"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LABGOV_LOG_FORMAT != "json"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "labgov.core.log_json.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LABGOV_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # axes: failed logins and lockouts are warnings; its start banner and successes are not.
     "filters": {"refusals": {"()": "labgov.core.log_filters.RefusalsWithoutTraceback"}},
@@ -329,9 +356,13 @@ LABGOV_AFTER_SYNC = [
     "labgov.alerts.tasks.evaluation_after_sync",
     "labgov.retention.tasks.evaluation_after_sync",
 ]
+# Seconds, when set, override the minutes (the deploy smoke test syncs every few seconds).
+LABGOV_SYNC_INTERVAL_SECONDS = env_int(
+    "LABGOV_SYNC_INTERVAL_SECONDS", LABGOV_SYNC_INTERVAL_MINUTES * 60, minimum=1
+)
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
-    "schedule": LABGOV_SYNC_INTERVAL_MINUTES * 60,
+    "schedule": LABGOV_SYNC_INTERVAL_SECONDS,
 }
 
 # Runpod storage prices in USD per GB per month (Runpod's docs, pods/pricing), for estimates.
@@ -378,6 +409,10 @@ LABGOV_WEBHOOK_TIMEOUT_SECONDS = env_int("LABGOV_WEBHOOK_TIMEOUT_SECONDS", 10, m
 LABGOV_WEBHOOK_HTTP_HOSTS = env_list(
     "LABGOV_WEBHOOK_HTTP_HOSTS", ["127.0.0.1", "localhost", "::1"] if DEBUG else []
 )
+CELERY_BEAT_SCHEDULE["notifications-unconfirmed"] = {
+    "task": "labgov.notifications.tasks.mark_unconfirmed_emails",
+    "schedule": 900,
+}
 CELERY_BEAT_SCHEDULE["notifications-digest"] = {
     "task": "labgov.notifications.tasks.send_digests",
     "schedule": crontab(minute=0, hour=LABGOV_DIGEST_HOUR_UTC),
@@ -438,3 +473,15 @@ CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
     "task": "labgov.provisioning.tasks.resume_provisioning",
     "schedule": 300,
 }
+
+# Prometheus metrics at /metrics (see README, "Monitoring"): a bearer token, and/or the client
+# addresses or networks allowed without one. With neither, /metrics answers no one.
+LABGOV_METRICS_TOKEN = env_str("LABGOV_METRICS_TOKEN", "")
+LABGOV_METRICS_ALLOWED_IPS = env_list("LABGOV_METRICS_ALLOWED_IPS")
+for _network in LABGOV_METRICS_ALLOWED_IPS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"LABGOV_METRICS_ALLOWED_IPS: {_network!r} is not an address or network"
+        ) from None

@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from labgov.accounts.views import LoginView
 from labgov.audit.views import audit_log
+from labgov.core.metrics import metrics
 from labgov.core.views import healthz
 from labgov.dashboard.views import home
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("funding/", include("labgov.funding.urls")),
     path("audit/", audit_log, name="audit"),
     path("runpod/", include("labgov.runpod.urls")),

@@ -15,7 +15,7 @@ from tests.factories import (
     UserFactory,
 )
 
-pytest_plugins = ["tests.fixtures_sim", "tests.fixtures_browser"]
+pytest_plugins = ["tests.fixtures_sim", "tests.fixtures_browser", "tests.fixtures_worker"]
 
 REQUIRE_SERVICES = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
 

@@ -42,6 +42,11 @@ class Notification(models.Model):
     emailed_at = models.DateTimeField(null=True, blank=True)
     # Which send claimed it: the release after a failure clears only that send's rows.
     email_claim = models.CharField(max_length=32, blank=True)
+    # Set once the SMTP server accepted the email. Claimed but never confirmed means the
+    # sender died mid-send: the email may or may not have gone, and is not sent again (at most
+    # once); the sweep says so on the notification (`email_problem`) instead of staying quiet.
+    email_sent_at = models.DateTimeField(null=True, blank=True)
+    email_problem = models.CharField(max_length=300, blank=True)
     # Its kind was muted by the recipient when it was due: it will never be emailed (so that
     # unmuting later does not send a backlog).
     email_skipped = models.BooleanField(default=False)
@@ -132,6 +137,8 @@ class WebhookDelivery(models.Model):
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
+    # When the current attempt claimed it: still sending long after, its worker died mid-post.
+    sending_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -129,6 +129,43 @@ def _release(token: str) -> None:
     Notification.objects.filter(email_claim=token).update(emailed_at=None, email_claim="")
 
 
+def _confirm(token: str) -> None:
+    """The SMTP server accepted the email of these rows."""
+    Notification.objects.filter(email_claim=token).update(email_sent_at=timezone.now())
+
+
+# Longer than any one send can take (EMAIL_TIMEOUT for each SMTP step), so a row still
+# unconfirmed after this lost its sender mid-send.
+UNCONFIRMED_AFTER = dt.timedelta(minutes=30)
+UNCONFIRMED_PROBLEM = (
+    "labgov stopped while emailing this (its worker was killed or restarted), so the email "
+    "may not have arrived. It is not sent again, so that nobody gets it twice."
+)
+
+
+WEBHOOK_UNCONFIRMED = (
+    "labgov stopped while posting this (its worker was killed or restarted), so it may not "
+    "have arrived. It is not posted again, so that the channel never gets it twice."
+)
+
+
+def emails_unconfirmed_mark(*, now: dt.datetime | None = None) -> int:
+    """Emails (and webhook posts) whose sender died between claiming and the server's answer:
+    say so on each (the notification list, the lab's deliveries, /metrics), never send them
+    again. Returns how many emails it marked."""
+    now = now or timezone.now()
+    WebhookDelivery.objects.filter(
+        status=WebhookDelivery.Status.SENDING, sending_since__lt=now - UNCONFIRMED_AFTER
+    ).update(status=WebhookDelivery.Status.FAILED, last_error=WEBHOOK_UNCONFIRMED)
+    return (
+        Notification.objects.filter(
+            emailed_at__lt=now - UNCONFIRMED_AFTER, email_sent_at__isnull=True, email_problem=""
+        )
+        .exclude(email_claim="")
+        .update(email_problem=UNCONFIRMED_PROBLEM)
+    )
+
+
 def _skip_muted(recipient_id: int, rows) -> set[str]:
     """Mark the recipient's due notifications of muted kinds as never to be emailed."""
     muted = set(MutedKind.objects.filter(user_id=recipient_id).values_list("kind", flat=True))
@@ -139,7 +176,8 @@ def _skip_muted(recipient_id: int, rows) -> set[str]:
 
 def notification_email_send(*, notification_id: int) -> bool:
     """Send one notification's email, at most once: the row is claimed with a conditional
-    UPDATE before sending, and released again only if sending fails."""
+    UPDATE before sending, released again only if sending fails, and confirmed once the SMTP
+    server accepted it (a claim never confirmed is reported by `emails_unconfirmed_mark`)."""
     notification = (
         Notification.objects.select_related("recipient").filter(pk=notification_id).first()
     )
@@ -158,6 +196,7 @@ def notification_email_send(*, notification_id: int) -> bool:
     except Exception:
         _release(token)
         raise
+    _confirm(token)
     return True
 
 
@@ -230,6 +269,7 @@ def digest_send(*, recipient_id: int) -> int:
     except Exception:
         _release(token)
         raise
+    _confirm(token)
     return count
 
 
@@ -512,7 +552,11 @@ def webhook_deliver(*, delivery_id: int) -> bool:
         return False
     claimed = WebhookDelivery.objects.filter(
         pk=delivery_id, status=WebhookDelivery.Status.PENDING
-    ).update(status=WebhookDelivery.Status.SENDING, attempts=F("attempts") + 1)
+    ).update(
+        status=WebhookDelivery.Status.SENDING,
+        attempts=F("attempts") + 1,
+        sending_since=timezone.now(),
+    )
     if claimed != 1:
         return False
     webhook = delivery.webhook

@@ -45,3 +45,11 @@ def deliver_webhook(delivery_id: int) -> bool:
     from labgov.notifications.services import webhook_deliver
 
     return webhook_deliver(delivery_id=delivery_id)
+
+
+@shared_task
+def mark_unconfirmed_emails() -> int:
+    """Every 15 minutes (CELERY_BEAT_SCHEDULE): emails whose sender died mid-send."""
+    from labgov.notifications.services import emails_unconfirmed_mark
+
+    return emails_unconfirmed_mark()

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+import psycopg
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import InterfaceError, OperationalError, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -35,6 +36,15 @@ from labgov.runpod.types import BillingKind
 from labgov.usage.services import rollups_rebuild
 
 log = logging.getLogger(__name__)
+
+# The connection is gone (PostgreSQL restarted, or ended it): Django's wrapped errors, and
+# psycopg's own from the bulk writer, which talks to the driver directly.
+DATABASE_GONE = (
+    OperationalError,
+    InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
 
 BILLING_KINDS = (
     BillingKind.POD,
@@ -152,6 +162,7 @@ def account_sync(
     token = lock_claim(account.pk, now)
     if token is None:
         return _skipped(run, "Another sync of this account was running.")
+    _abandoned_runs_close(run)
     try:
         window = Window(
             hour_floor(start) if start else default_window(account, now).start,
@@ -170,6 +181,19 @@ def account_sync(
             finished_at=timezone.now(),
             phase="done",
             counts=counts,
+        )
+    except DATABASE_GONE as exc:
+        # PostgreSQL restarted, or ended this connection: not a bug, and the next sync mends
+        # it (every slice was written whole or not at all). Record it in words on a new
+        # connection; if the database is still away, the lock expires on its own.
+        log.warning("sync of account %s lost its database connection: %s", account.pk, exc)
+        if not connection.in_atomic_block:
+            connection.close()
+        _progress(
+            run,
+            status=SyncRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error=DATABASE_LOST.format(reason=str(exc).strip().splitlines()[0] if str(exc) else ""),
         )
     except (RunpodError, DomainError) as exc:
         log.warning("sync of account %s failed: %s", account.pk, exc.message)
@@ -192,6 +216,27 @@ def account_sync(
         lock_release(account.pk, token)
     after_sync_run(run)
     return run
+
+
+DATABASE_LOST = (
+    "The connection to the database was lost during the sync ({reason}): PostgreSQL "
+    "restarted or ended it. Every day already written is kept whole; the next sync fetches "
+    "the rest."
+)
+ABANDONED = (
+    "The worker running this sync stopped before it finished (killed, or its machine "
+    "restarted). Every day it wrote is kept whole; a later sync fetched its window again."
+)
+
+
+def _abandoned_runs_close(run: SyncRun) -> None:
+    """Runs of this account still marked running while we hold its lock lost their worker
+    mid-way (their lock expired): say so, instead of showing them running for ever."""
+    SyncRun.objects.filter(account_id=run.account_id, status=SyncRun.Status.RUNNING).exclude(
+        pk=run.pk
+    ).exclude(phase="starting").update(
+        status=SyncRun.Status.FAILED, finished_at=run.started_at, phase="", error=ABANDONED
+    )
 
 
 def after_sync_run(run: SyncRun) -> None:

@@ -1,0 +1,82 @@
+"""The shipped deploy/ files: systemd units that systemd accepts, and a compose file that runs
+exactly the units' commands."""
+
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+UNITS = sorted((DEPLOY / "systemd").glob("*.service"))
+VENV_BIN = "/opt/labgov/.venv/bin/"
+
+
+def unit_lines(unit: Path, key: str) -> list[str]:
+    return [
+        line.partition("=")[2].strip()
+        for line in unit.read_text().splitlines()
+        if line.partition("=")[0].strip() == key
+    ]
+
+
+def compose_commands() -> dict[str, str]:
+    """`command:` of each service in docker-compose.yml (a two-level YAML this test reads
+    line by line: no YAML parser is installed)."""
+    commands, service = {}, None
+    for line in (DEPLOY / "docker-compose.yml").read_text().splitlines():
+        if match := re.match(r"^  ([a-z]+):\s*$", line):
+            service = match.group(1)
+        elif match := re.match(r"^    command: (.+)$", line):
+            commands[service] = match.group(1)
+    return commands
+
+
+def test_systemd_units_pass_systemd_analyze_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed on this machine")
+    # verify checks that every command exists: give it /opt/labgov/.venv/bin under a scratch
+    # root, linked to this checkout's virtualenv; nothing else in the units changes.
+    install = tmp_path / "opt" / "labgov"
+    (install / ".venv" / "bin").mkdir(parents=True)
+    for name in ("python", "celery", "gunicorn"):
+        (install / ".venv" / "bin" / name).symlink_to(ROOT / ".venv" / "bin" / name)
+    copies = []
+    for unit in UNITS:
+        copy = tmp_path / unit.name
+        copy.write_text(unit.read_text().replace("/opt/labgov", str(install)))
+        copies.append(str(copy))
+    result = subprocess.run(
+        [analyze, "verify", *copies], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+    assert {unit.name for unit in UNITS} == {
+        "labgov-web.service",
+        "labgov-worker.service",
+        "labgov-beat.service",
+    }
+
+
+def test_compose_runs_the_same_commands_as_the_systemd_units():
+    def unit(name: str) -> list[list[str]]:
+        path = DEPLOY / "systemd" / f"labgov-{name}.service"
+        lines = unit_lines(path, "ExecStartPre") + unit_lines(path, "ExecStart")
+        return [shlex.split(line.replace(VENV_BIN, "")) for line in lines]
+
+    compose = compose_commands()
+    web = shlex.split(compose["web"])
+    assert web[:2] == ["sh", "-c"]
+    assert [shlex.split(part) for part in web[2].split(" && ")] == unit("web")
+    assert [shlex.split(compose["worker"])] == unit("worker")
+    assert [shlex.split(compose["beat"])] == unit("beat")
+
+
+def test_every_unit_reads_the_environment_file_and_runs_in_the_install():
+    for unit in UNITS:
+        assert unit_lines(unit, "EnvironmentFile") == ["/etc/labgov/env"], unit.name
+        assert unit_lines(unit, "WorkingDirectory") == ["/opt/labgov"], unit.name
+        assert unit_lines(unit, "User") == ["labgov"], unit.name
