@@ -12,6 +12,7 @@ import binascii
 import datetime as dt
 import json
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Q
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import BasePagination, PageNumberPagination
@@ -35,22 +36,21 @@ class PagePagination(PageNumberPagination):
         )
 
 
-def _encode(value):
-    if isinstance(value, dt.datetime):
-        return {"t": value.isoformat()}
-    if isinstance(value, dt.date):
-        return {"d": value.isoformat()}
+MAX_ID = 2**63 - 1
+
+
+def _encode(value) -> str:
+    return value.isoformat() if isinstance(value, dt.date) else str(value)
+
+
+def _decode(model, name: str, text):
+    """A cursor value back to its column's type; anything else is not a cursor of ours."""
+    if not isinstance(text, str) or len(text) > 40:
+        raise ValueError("bad cursor value")
+    value = model._meta.get_field(name).to_python(text)
+    if isinstance(value, int) and not 0 <= value <= MAX_ID:
+        raise ValueError("bad cursor value")
     return value
-
-
-def _decode(value):
-    if isinstance(value, dict) and "t" in value:
-        return dt.datetime.fromisoformat(value["t"])
-    if isinstance(value, dict) and "d" in value:
-        return dt.date.fromisoformat(value["d"])
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise ValueError("bad cursor value")
 
 
 class KeysetPagination(BasePagination):
@@ -97,7 +97,7 @@ class KeysetPagination(BasePagination):
         bound = Q(**{f"{first}__{'lte' if fields[0].startswith('-') else 'gte'}": values[0]})
         return bound & q
 
-    def _read_cursor(self, request, choice, fields):
+    def _read_cursor(self, request, choice, fields, model):
         raw = request.query_params.get(self.cursor_query_param)
         if not raw:
             return None
@@ -105,8 +105,17 @@ class KeysetPagination(BasePagination):
             data = json.loads(base64.urlsafe_b64decode(raw.encode() + b"=" * (-len(raw) % 4)))
             if data.get("o") != choice or len(data.get("v", [])) != len(fields):
                 raise ValueError("cursor for another ordering")
-            return [_decode(v) for v in data["v"]]
-        except (ValueError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError):
+            return [
+                _decode(model, f.lstrip("-"), v) for f, v in zip(fields, data["v"], strict=True)
+            ]
+        except (
+            ValueError,
+            TypeError,
+            AttributeError,
+            binascii.Error,
+            UnicodeDecodeError,
+            DjangoValidationError,
+        ):
             raise ValidationError(
                 {"cursor": ["Not a cursor of this list: use the `next` link as given."]}
             ) from None
@@ -114,7 +123,7 @@ class KeysetPagination(BasePagination):
     def paginate_queryset(self, queryset, request, view=None):
         choice, fields = self._fields(request)
         size = self._size(request)
-        values = self._read_cursor(request, choice, fields)
+        values = self._read_cursor(request, choice, fields, queryset.model)
         if values is not None:
             queryset = queryset.filter(self._after(fields, values))
         rows = list(queryset.order_by(*fields)[: size + 1])

@@ -9,7 +9,6 @@ from labgov.alerts.models import Alert, Kind
 from labgov.notifications.models import Notification
 from tests.factories import ResourceFactory, RunpodAccountFactory
 
-
 _SUBJECTS = itertools.count()
 
 

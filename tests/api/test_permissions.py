@@ -35,41 +35,48 @@ MONEY_AND_LAB = dict(inst_admin=200, finance=200, lab_admin=200)
 
 DETAILS = {
     # name: (url builder, expected)
-    "institution": (lambda w, o: f"institutions/{w.institution.pk}/", _codes(
-        **MONEY_AND_LAB, member=200, other_member=200
-    )),
+    "institution": (
+        lambda w, o: f"institutions/{w.institution.pk}/",
+        _codes(**MONEY_AND_LAB, member=200, other_member=200),
+    ),
     "lab": (lambda w, o: f"labs/{w.lab.pk}/", _codes(**MONEY_AND_LAB, member=200)),
-    "other lab": (lambda w, o: f"labs/{w.other_lab.pk}/", _codes(
-        inst_admin=200, finance=200, other_member=200
-    )),
-    "membership": (lambda w, o: f"memberships/{o('membership').pk}/", _codes(
-        **MONEY_AND_LAB, member=200
-    )),
+    "other lab": (
+        lambda w, o: f"labs/{w.other_lab.pk}/",
+        _codes(inst_admin=200, finance=200, other_member=200),
+    ),
+    "membership": (
+        lambda w, o: f"memberships/{o('membership').pk}/",
+        _codes(**MONEY_AND_LAB, member=200),
+    ),
     "funding source": (
-        lambda w, o: f"funding-sources/{w.funding_source.pk}/", _codes(**MONEY_AND_LAB)
+        lambda w, o: f"funding-sources/{w.funding_source.pk}/",
+        _codes(**MONEY_AND_LAB),
     ),
     "other lab's funding source": (
         lambda w, o: f"funding-sources/{w.other_funding_source.pk}/",
         _codes(inst_admin=200, finance=200),
     ),
-    "allocation": (lambda w, o: f"allocations/{w.allocation.pk}/", _codes(
-        **MONEY_AND_LAB, member=200
-    )),
-    "request": (lambda w, o: f"provisioning-requests/{o('submitted').pk}/", _codes(
-        **MONEY_AND_LAB, member=200
-    )),
-    "shared account": (
-        lambda w, o: f"runpod-accounts/{o('account').pk}/", _codes(**MONEY_AND_LAB)
+    "allocation": (
+        lambda w, o: f"allocations/{w.allocation.pk}/",
+        _codes(**MONEY_AND_LAB, member=200),
     ),
-    "member's pod": (lambda w, o: f"resources/{o('paid_pod').pk}/", _codes(
-        **MONEY_AND_LAB, member=200
-    )),
+    "request": (
+        lambda w, o: f"provisioning-requests/{o('submitted').pk}/",
+        _codes(**MONEY_AND_LAB, member=200),
+    ),
+    "shared account": (lambda w, o: f"runpod-accounts/{o('account').pk}/", _codes(**MONEY_AND_LAB)),
+    "member's pod": (
+        lambda w, o: f"resources/{o('paid_pod').pk}/",
+        _codes(**MONEY_AND_LAB, member=200),
+    ),
     "unattributed pod": (
-        lambda w, o: f"resources/{o('unattributed_pod').pk}/", _codes(**MONEY_AND_LAB)
+        lambda w, o: f"resources/{o('unattributed_pod').pk}/",
+        _codes(**MONEY_AND_LAB),
     ),
     "alert": (lambda w, o: f"alerts/{o('alert').pk}/", _codes(**MONEY_AND_LAB, member=200)),
     "member's notification": (
-        lambda w, o: f"notifications/{o('notification').pk}/", _codes(member=200)
+        lambda w, o: f"notifications/{o('notification').pk}/",
+        _codes(member=200),
     ),
 }
 
