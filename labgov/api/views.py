@@ -324,7 +324,7 @@ class ProvisioningRequestViewSet(mixins.CreateModelMixin, ReadViewSet):
             gpus=list(gpu_catalog()),
         )
         if not form.is_valid():
-            raise ValidationError(form.errors.get_json_data())
+            raise ValidationError({name: list(errors) for name, errors in form.errors.items()})
         req = request_save(
             actor=request.user, allocation=form.cleaned_data["allocation"], values=form.values()
         )
