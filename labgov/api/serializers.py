@@ -1,6 +1,7 @@
 """What the API returns. Money is a decimal string with its currency beside it (never a
 float); times are UTC in ISO 8601; dates are calendar days."""
 
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -24,6 +25,19 @@ class CurrencyField(serializers.Field):
         return "USD"
 
 
+# Integer columns hold what PostgreSQL's integer holds, whichever database runs (SQLite's
+# wider range would make the schema depend on it); forms bound them the same way.
+MAX_INTEGER = 2**31 - 1
+
+
+class ApiModelSerializer(serializers.ModelSerializer):
+    def build_standard_field(self, field_name, model_field):
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        if isinstance(model_field, models.IntegerField) and "max_value" in kwargs:
+            kwargs["max_value"] = min(kwargs["max_value"], MAX_INTEGER)
+        return field_class, kwargs
+
+
 def money(source: str, *, places: int = 10, **kwargs) -> serializers.DecimalField:
     """A read-only amount in USD as a decimal string, with every digit labgov holds (whole
     cents for budgets people type, ten places for amounts derived from Runpod's records)."""
@@ -32,7 +46,7 @@ def money(source: str, *, places: int = 10, **kwargs) -> serializers.DecimalFiel
     )
 
 
-class InstitutionSerializer(serializers.ModelSerializer):
+class InstitutionSerializer(ApiModelSerializer):
     auto_approve_ceiling = money("auto_approve_ceiling_usd", places=2)
     currency = CurrencyField()
 
@@ -41,13 +55,13 @@ class InstitutionSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "slug", "auto_approve_ceiling", "currency", "created_at"]
 
 
-class LabSerializer(serializers.ModelSerializer):
+class LabSerializer(ApiModelSerializer):
     class Meta:
         model = Lab
         fields = ["id", "institution", "name", "slug", "kind", "department", "created_at"]
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(ApiModelSerializer):
     username = serializers.CharField(source="user.username", read_only=True)
 
     class Meta:
@@ -64,7 +78,7 @@ class MembershipSerializer(serializers.ModelSerializer):
         ]
 
 
-class FundingSourceSerializer(serializers.ModelSerializer):
+class FundingSourceSerializer(ApiModelSerializer):
     amount = money("amount_usd", places=2)
     allocated = money("allocated_usd")
     committed = money("committed_usd")
@@ -97,7 +111,7 @@ class FundingSourceSerializer(serializers.ModelSerializer):
         extra_kwargs = {"end_date": {"help_text": "The last day of the funding (included)."}}
 
 
-class AllocationSerializer(serializers.ModelSerializer):
+class AllocationSerializer(ApiModelSerializer):
     cap = money("cap_usd", places=2)
     committed = money("committed_usd")
     spent = money("spent_usd")
@@ -124,7 +138,7 @@ class AllocationSerializer(serializers.ModelSerializer):
         extra_kwargs = {"end_date": {"help_text": "The last day of the allocation (included)."}}
 
 
-class LedgerEntrySerializer(serializers.ModelSerializer):
+class LedgerEntrySerializer(ApiModelSerializer):
     amount = money("amount_usd")
     currency = CurrencyField()
 
@@ -143,13 +157,13 @@ class LedgerEntrySerializer(serializers.ModelSerializer):
         ]
 
 
-class AssignmentSerializer(serializers.ModelSerializer):
+class AssignmentSerializer(ApiModelSerializer):
     class Meta:
         model = Assignment
         fields = ["allocation", "starts_at", "source", "created_at"]
 
 
-class RunpodAccountSerializer(serializers.ModelSerializer):
+class RunpodAccountSerializer(ApiModelSerializer):
     """A connected Runpod account. Its keys are never shown, not even in part."""
 
     has_write_key = serializers.SerializerMethodField()
@@ -177,7 +191,7 @@ class RunpodAccountSerializer(serializers.ModelSerializer):
         return bool(account.write_key_encrypted)
 
 
-class ResourceSerializer(serializers.ModelSerializer):
+class ResourceSerializer(ApiModelSerializer):
     cost_per_hour = money("cost_per_hr_usd")
     unattributed = money("unattributed_usd", help_text="All its billed spend nobody owns.")
     currency = CurrencyField()
@@ -212,7 +226,7 @@ class ResourceSerializer(serializers.ModelSerializer):
         ]
 
 
-class SpendSerializer(serializers.ModelSerializer):
+class SpendSerializer(ApiModelSerializer):
     amount = money("amount_usd")
     currency = CurrencyField()
     day = serializers.DateField(read_only=True, help_text="The UTC day.")
@@ -242,7 +256,7 @@ class MonthlySpendSerializer(SpendSerializer):
         fields = ["month", *(f for f in SpendSerializer.Meta.fields if f != "day")]
 
 
-class AlertSerializer(serializers.ModelSerializer):
+class AlertSerializer(ApiModelSerializer):
     monthly_cost = money("monthly_cost_usd", allow_null=True)
     currency = CurrencyField()
 
@@ -274,7 +288,7 @@ class AlertSerializer(serializers.ModelSerializer):
         ]
 
 
-class NotificationSerializer(serializers.ModelSerializer):
+class NotificationSerializer(ApiModelSerializer):
     class Meta:
         model = Notification
         fields = [
@@ -313,7 +327,7 @@ class EstimateSerializer(serializers.Serializer):
         return fields
 
 
-class ProvisioningRequestSerializer(serializers.ModelSerializer):
+class ProvisioningRequestSerializer(ApiModelSerializer):
     estimate = EstimateSerializer(source="*", read_only=True)
     commitment = money("commitment_usd", help_text="Money it holds committed now.")
 
@@ -352,7 +366,7 @@ class ProvisioningRequestCreatedSerializer(ProvisioningRequestSerializer):
         read_only_fields = fields
 
 
-class ProvisioningRequestCreateSerializer(serializers.ModelSerializer):
+class ProvisioningRequestCreateSerializer(ApiModelSerializer):
     """A new request on one of your own allocations; `submit` submits it at once."""
 
     submit = serializers.BooleanField(default=False, write_only=True)
@@ -386,7 +400,7 @@ class SyncQueuedSerializer(serializers.Serializer):
     queued = serializers.BooleanField()
 
 
-class TokenSerializer(serializers.ModelSerializer):
+class TokenSerializer(ApiModelSerializer):
     class Meta:
         model = ApiToken
         fields = ["id", "name", "key_id", "scope", "created_at", "expires_at", "last_used_at"]
