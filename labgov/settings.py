@@ -244,7 +244,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "SWAGGER_UI_SETTINGS": {"withCredentials": True},
+    "SWAGGER_UI_SETTINGS": {"withCredentials": True, "defaultModelsExpandDepth": -1},
     "ENUM_NAME_OVERRIDES": {
         "SeverityEnum": "labgov.notifications.kinds.Severity",
         "AlertStateEnum": "labgov.alerts.models.Alert.State",

@@ -1,3 +1,5 @@
+from csp.constants import SELF
+from csp.decorators import csp_update
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
@@ -24,7 +26,13 @@ router.register("notifications", views.NotificationViewSet, basename="notificati
 
 urlpatterns = [
     path("schema/", SchemaView.as_view(), name="schema"),
-    path("docs/", DocsView.as_view(url_name="api:schema"), name="docs"),
+    # Swagger UI's stylesheet draws its icons as data: SVG images; images cannot run script,
+    # so this one page also allows them. Its scripts and styles stay 'self' only.
+    path(
+        "docs/",
+        csp_update({"img-src": [SELF, "data:"]})(DocsView.as_view(url_name="api:schema")),
+        name="docs",
+    ),
     *router.urls,
     re_path(r"^.*$", views.not_found),
 ]
