@@ -49,6 +49,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "axes",
     "csp",
     "django_htmx",
@@ -70,6 +73,7 @@ INSTALLED_APPS = [
     "labgov.retention",
     "labgov.utilization",
     "labgov.idle",
+    "labgov.api",
 ]
 
 MIDDLEWARE = [
@@ -255,12 +259,61 @@ AXES_CLIENT_IP_CALLABLE = "labgov.core.client_ip.client_ip"
 # Proxies whose X-Forwarded-For is believed (addresses or networks): nginx on this machine.
 LABGOV_TRUSTED_PROXIES = env_list("LABGOV_TRUSTED_PROXIES", ["127.0.0.1", "::1"])
 
+# The REST API v1 (labgov/api; see README, "Using the API"): personal tokens or the session,
+# every refusal in problem+json, calls counted per token.
+LABGOV_API_READ_RATE = env_str("LABGOV_API_READ_RATE", "600/min")
+LABGOV_API_WRITE_RATE = env_str("LABGOV_API_WRITE_RATE", "60/min")
+for _name, _rate in (
+    ("LABGOV_API_READ_RATE", LABGOV_API_READ_RATE),
+    ("LABGOV_API_WRITE_RATE", LABGOV_API_WRITE_RATE),
+):
+    _count, _, _period = _rate.partition("/")
+    if not _count.isdigit() or int(_count) < 1 or _period not in ("s", "sec", "min", "hour", "day"):
+        raise ImproperlyConfigured(f"{_name}={_rate!r} must look like 600/min (s, min, hour, day)")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "labgov.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "labgov.api.schema.ApiSchema",
+    "EXCEPTION_HANDLER": "labgov.api.problems.handle",
+    "DEFAULT_THROTTLE_RATES": {
+        "api_read": LABGOV_API_READ_RATE,
+        "api_write": LABGOV_API_WRITE_RATE,
+    },
     "COERCE_DECIMAL_TO_STRING": True,
+    "DATETIME_FORMAT": "iso-8601",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "labgov API",
+    "DESCRIPTION": (
+        "labgov's REST API, version 1. Authenticate with a personal token "
+        "(`Authorization: Bearer lgv_…`, made on your *API tokens* page) or a signed-in "
+        "session (with CSRF). Access follows the pages: an object outside what you may see "
+        "is 404, one you may see but not change is 403. Money is a decimal string with its "
+        "`currency`; times are UTC in ISO 8601; a window is `start` (included) to `end` "
+        "(excluded). Every refusal is problem+json (RFC 9457)."
+    ),
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"withCredentials": True, "defaultModelsExpandDepth": -1},
+    "ENUM_NAME_OVERRIDES": {
+        "SeverityEnum": "labgov.notifications.kinds.Severity",
+        "AlertStateEnum": "labgov.alerts.models.Alert.State",
+        "RequestStateEnum": "labgov.provisioning.models.ProvisioningRequest.State",
+        "LedgerKindEnum": "labgov.funding.models.LedgerEntry.Kind",
+        "ResourceKindEnum": "labgov.runpod.models.ResourceKind",
+        "FundingStatusEnum": "labgov.funding.models.FundingSource.Status",
+    },
 }
 
 # Celery. Without a broker the tasks run in-process, so the demo needs nothing installed.

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from labgov.accounts.views import LoginView
+from labgov.api.pages import token_list, token_revoke_view
 from labgov.audit.views import audit_log
 from labgov.core.metrics import metrics
 from labgov.core.views import healthz
@@ -17,6 +18,9 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("funding/", include("labgov.funding.urls")),
     path("audit/", audit_log, name="audit"),
+    path("api/v1/", include("labgov.api.urls")),
+    path("api-tokens/", token_list, name="api_tokens"),
+    path("api-tokens/<int:pk>/revoke/", token_revoke_view, name="api_token_revoke"),
     path("runpod/", include("labgov.runpod.urls")),
     path("spend/", include("labgov.dashboard.urls")),
     path("provisioning/", include("labgov.provisioning.urls")),

@@ -392,3 +392,45 @@ def can_decide_retention(user, *, institution_id: int, lab_id: int | None) -> bo
     """Keep, hold, move, request or approve a volume's deletion: the lab's admins and the
     institution's admins; cases of no lab only the latter. Finance and owners only read."""
     return can_manage_alert(user, institution_id=institution_id, lab_id=lab_id)
+
+
+# Machine-client views (labgov/api) read through these too.
+
+
+def institutions_q(user) -> Q:
+    """Institutions a person holds any role in (a lab role counts for the lab's)."""
+    scope = scope_for(user)
+    return (
+        Q(pk__in=scope.money_institutions)
+        | Q(pk__in=scope.lab_admin_institutions)
+        | Q(labs__id__in=scope.member_labs)
+    )
+
+
+def memberships_q(user) -> Q:
+    """Roles: every one of the institution for its admins; the lab roles of the institution
+    for finance (as the lab pages show them); their labs' for lab admins; one's own."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.admin_institutions)
+        | Q(lab__institution_id__in=scope.finance_institutions)
+        | Q(lab_id__in=scope.admin_labs)
+        | Q(user_id=scope.user_id)
+    )
+
+
+def ledger_entries_q(user) -> Q:
+    """Ledger entries of the funding sources one sees, and of one's own allocations."""
+    scope = scope_for(user)
+    return funding_sources_q(user, prefix="funding_source__") | Q(allocation__user_id=scope.user_id)
+
+
+def spend_q(user) -> Q:
+    """Spend rollups: the institution's for its admins and finance, their labs' (their lab
+    accounts' unattributed spend included) for lab admins, and everyone's own."""
+    scope = scope_for(user)
+    return (
+        Q(institution_id__in=scope.money_institutions)
+        | Q(lab_id__in=scope.admin_labs)
+        | Q(user_id=scope.user_id)
+    )

@@ -71,6 +71,9 @@ class DailySpend(SpendRollup):
             models.Index(fields=["allocation", "day"]),
             models.Index(fields=["institution", "day"]),
             models.Index(fields=["lab", "day"]),
+            # The API's spend list: a person's own spend, and keyset pages in (day, id) order.
+            models.Index(fields=["user", "day"]),
+            models.Index(fields=["day", "id"]),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,66 @@
+"""Refusals say why, in problem+json (RFC 9457); throttling is per token."""
+
+import pytest
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+
+def _problem(response, status):
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/problem+json"
+    body = response.json()
+    assert body["type"] == "about:blank" and body["status"] == status
+    assert body["title"] and body["detail"]
+    return body
+
+
+def test_unknown_path_and_object(world, api):
+    client = api(world.member)
+    _problem(client.get("/api/v1/no-such-thing/"), 404)
+    body = _problem(client.get(f"/api/v1/funding-sources/{world.funding_source.pk}/"), 404)
+    # Not visible and not there read the same: existence is not told.
+    assert body == _problem(client.get("/api/v1/funding-sources/999999999/"), 404)
+
+
+def test_bad_json_and_media_type(world, api):
+    from tests.api.fixtures import make_alert
+
+    client = api(world.lab_admin)
+    url = f"/api/v1/alerts/{make_alert(world).pk}/snooze/"
+    _problem(client.post(url, "{nope", content_type="application/json"), 400)
+    _problem(client.post(url, "x", content_type="text/plain"), 415)
+    body = _problem(client.post(url, {"until": "someday"}, content_type="application/json"), 400)
+    assert body["errors"][0]["field"] == "until"
+    body = _problem(
+        client.post("/api/v1/provisioning-requests/", "[1, 2]", content_type="application/json"),
+        403,  # a lab admin without an allocation may not request, whatever the body
+    )
+    assert body["code"] == "permission_denied"
+
+
+@pytest.fixture
+def tight_rates(monkeypatch):
+    monkeypatch.setattr(
+        SimpleRateThrottle,
+        "THROTTLE_RATES",
+        {**api_settings.DEFAULT_THROTTLE_RATES, "api_read": "3/min", "api_write": "1/min"},
+    )
+
+
+def test_throttled_per_token(world, api, make_token, client, tight_rates):
+    first, second = make_token(world.member, "read"), make_token(world.member, "read")
+    for _ in range(3):
+        assert client.get("/api/v1/labs/", HTTP_AUTHORIZATION=f"Bearer {first}").status_code == 200
+    body = _problem(client.get("/api/v1/labs/", HTTP_AUTHORIZATION=f"Bearer {first}"), 429)
+    assert body["code"] == "throttled"
+    response = client.get("/api/v1/labs/", HTTP_AUTHORIZATION=f"Bearer {first}")
+    assert int(response["Retry-After"]) > 0
+    # Another token of the same person has its own budget.
+    assert client.get("/api/v1/labs/", HTTP_AUTHORIZATION=f"Bearer {second}").status_code == 200
+
+
+def test_writes_have_their_own_budget(world, api, tight_rates):
+    client = api(world.lab_admin)
+    assert client.post("/api/v1/alerts/999/acknowledge/").status_code == 404
+    _problem(client.post("/api/v1/alerts/999/acknowledge/"), 429)
+    assert client.get("/api/v1/labs/").status_code == 200
