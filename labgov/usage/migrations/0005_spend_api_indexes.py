@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
         ('accounts', '0002_institution_auto_approve_ceiling'),
         ('funding', '0005_funding_proposal'),
         ('runpod', '0007_account_removal_request'),
-        ('usage', '0002_closed_period'),
+        ('usage', '0004_cost_transfer_category'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
