@@ -286,3 +286,13 @@ def test_generation_and_closing_are_for_finance_and_institution_admins(world, oc
             period_close_checked(actor=person, institution=world.institution, month=OCT)
     assert not Invoice.objects.exists()
     invoices_generate(actor=world.inst_admin, institution=world.institution, month=OCT)
+
+
+def test_a_draft_left_without_usage_is_discarded_and_audited(world, october):
+    (draft,) = invoices_generate(actor=world.finance, institution=world.institution, month=OCT)
+    from labgov.runpod.models import BillingRecord
+
+    BillingRecord.objects.filter(allocation=october).update(allocation=None)
+    assert invoices_generate(actor=world.finance, institution=world.institution, month=OCT) == []
+    assert not Invoice.objects.exists()
+    assert AuditEvent.objects.filter(action="invoice.discard", target_id=str(draft.pk)).exists()
