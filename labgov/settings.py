@@ -258,6 +258,10 @@ LABGOV_AFTER_SYNC = [
     "labgov.provisioning.services.commitments.commitments_after_sync",
     "labgov.alerts.tasks.evaluation_after_sync",
 ]
+# Checks a cost transfer must also pass, each a function of (institution_id, month,
+# funding_source_ids) returning a list of (field, message) problems: apps that hold what a transfer
+# must not contradict (issued invoices) add theirs here, so transfers import none of them.
+LABGOV_TRANSFER_CHECKS: list[str] = []
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
     "schedule": LABGOV_SYNC_INTERVAL_MINUTES * 60,
