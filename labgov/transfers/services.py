@@ -16,9 +16,11 @@ named), counting split shares and earlier transfers. The check runs again at app
 import datetime as dt
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from labgov.accounts import access
 from labgov.accounts.models import Membership, Role
@@ -156,6 +158,12 @@ def _problems(
         problems.append(("to_allocation", f"The allocation does not run in {start:%B %Y}."))
     if to_allocation.funding_source.status == FundingSource.Status.CLOSED:
         problems.append(("to_allocation", "The allocation's funding source is closed."))
+    for path in settings.LABGOV_TRANSFER_CHECKS:
+        problems += import_string(path)(
+            institution_id=institution_id,
+            month=month,
+            funding_source_ids=[from_allocation.funding_source_id, to_allocation.funding_source_id],
+        )
     if not problems:
         available = available_to_move(
             account=account, allocation=from_allocation, month=month, resource=resource
