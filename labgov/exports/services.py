@@ -111,8 +111,10 @@ def _write(job: ExportJob, path: Path) -> None:
                 progress=report,
             )
             return
-        header = [title for title, _, _ in source.RECORD_COLUMNS]
-        _write_csv(path, csv_stream(source.record_rows(records), header=header), report, total)
+        with path.open("wb") as out:
+            for piece in source.records_csv(records, progress=_every(report, 10_000, total)):
+                out.write(piece)
+        report(total)
         return
     if job.invoice_id is not None:
         exports = [source.export_of(source.invoice_for(user, job.invoice_id))]
@@ -127,6 +129,18 @@ def _write(job: ExportJob, path: Path) -> None:
         write_workbook(str(path), exports, title=title, progress=report)
     else:
         write_pdf(str(path), exports, progress=report)
+
+
+def _every(report, step: int, total: int):
+    """`report`, called only when the count has moved on by `step` (and never past total)."""
+    last = [0]
+
+    def maybe(done: int) -> None:
+        if done - last[0] >= step:
+            last[0] = done
+            report(min(done, total))
+
+    return maybe
 
 
 def _write_csv(path: Path, pieces, report, total: int) -> None:

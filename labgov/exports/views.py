@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from labgov.accounts import access
 from labgov.accounts.models import Institution
-from labgov.core.csv_export import csv_streaming_download
+from labgov.core.csv_export import csv_pieces_download, csv_streaming_download
 from labgov.core.errors import DomainError
 from labgov.exports import services, source
 from labgov.exports.models import ExportJob
@@ -119,10 +119,8 @@ def period_records_csv(request, pk: int, year: int, month: int):
     ):
         messages.info(request, "That is a large export: start it below as a background job.")
         return redirect("exports:period", pk=pk, year=year, month=month)
-    return csv_streaming_download(
-        _name(institution, first, "billing-records", "csv"),
-        source.record_rows(records),
-        header=[title for title, _, _ in source.RECORD_COLUMNS],
+    return csv_pieces_download(
+        _name(institution, first, "billing-records", "csv"), source.records_csv(records)
     )
 
 

@@ -216,3 +216,32 @@ def test_members_export_their_share_of_issued_invoices_only(invoices, world, cli
     assert [(r["invoice"], r["amount_usd"]) for r in rows] == [("2026-0007", "4.12")]
     assert share(world.other_member) == [] and share(world.lab_admin) == []
     assert client_for(None).get(reverse("exports:my_share_csv")).status_code == 302
+
+
+def test_a_records_csv_job_writes_what_the_download_streams(
+    invoices, world, client_for, django_capture_on_commit_callbacks
+):
+    account = RunpodAccountFactory(institution=world.institution)
+    resource = ResourceFactory(account=account, name='=HYPERLINK("x")')
+    hour = dt.datetime(2026, 10, 2, tzinfo=dt.UTC)
+    BillingRecord.objects.create(
+        resource=resource,
+        kind="pod",
+        bucket_start=hour,
+        bucket_end=hour + dt.timedelta(hours=1),
+        total_usd=Decimal("-0.25"),
+        fee_usd=Decimal("-0.25"),
+        allocation=world.allocation,
+    )
+    client = client_for(world.finance)
+    streamed = b"".join(
+        client.get(reverse("exports:period_records_csv", args=_args(world))).streaming_content
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("exports:job_create", args=_args(world)), {"kind": "records_csv"})
+    job = ExportJob.objects.get()
+    assert (job.status, job.progress_done, job.progress_total) == ("done", 1, 1)
+    assert job_path(job).read_bytes() == streamed
+    rows = list(csv.DictReader(io.StringIO(streamed.decode())))
+    assert rows[0]["resource_name"] == "'" + '=HYPERLINK("x")'
+    assert rows[0]["total_usd"] == "-0.2500000000"  # a number: left alone
