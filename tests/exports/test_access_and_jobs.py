@@ -219,8 +219,21 @@ def test_members_export_their_share_of_issued_invoices_only(invoices, world, cli
 
 
 def test_a_records_csv_job_writes_what_the_download_streams(
-    invoices, world, client_for, django_capture_on_commit_callbacks
+    invoices, world, client_for, django_capture_on_commit_callbacks, monkeypatch
 ):
+    """Progress is reported while COPY holds the job's connection (through another one: on
+    the same connection the update would wait for the COPY, which waits for it)."""
+    from labgov.exports import services
+
+    reported = []
+    side_reporter = services._progress_on
+
+    def counting(side, job_id):
+        report = side_reporter(side, job_id)
+        return lambda done: (reported.append(done), report(done))
+
+    monkeypatch.setattr(services, "PROGRESS_STEP", 1)
+    monkeypatch.setattr(services, "_progress_on", counting)
     account = RunpodAccountFactory(institution=world.institution)
     resource = ResourceFactory(account=account, name='=HYPERLINK("x")')
     hour = dt.datetime(2026, 10, 2, tzinfo=dt.UTC)
@@ -241,6 +254,7 @@ def test_a_records_csv_job_writes_what_the_download_streams(
         client.post(reverse("exports:job_create", args=_args(world)), {"kind": "records_csv"})
     job = ExportJob.objects.get()
     assert (job.status, job.progress_done, job.progress_total) == ("done", 1, 1)
+    assert reported and reported[-1] == 1
     assert job_path(job).read_bytes() == streamed
     rows = list(csv.DictReader(io.StringIO(streamed.decode())))
     assert rows[0]["resource_name"] == "'" + '=HYPERLINK("x")'
