@@ -348,7 +348,7 @@ def invoice_line_add(
         after={"amount_usd": str(signed), "total_usd": str(locked.total_usd)},
         note=reason,
     )
-    return locked.lines.get(kind=kind, created_at=line.created_at, entered_by=actor)
+    return line  # saved by _rewrite_lines
 
 
 @transaction.atomic

@@ -176,6 +176,16 @@ def test_credits_and_adjustments_need_a_reason_and_a_second_person_to_issue(worl
         actor=world.finance, invoice=draft, kind="credit", amount_usd=D("1.00"), reason="Outage"
     )
     assert credit.amount_usd == D("-1.00") and credit.entered_by == world.finance
+    # A second line by the same person at the same instant is its own line.
+    extra = invoice_line_add(
+        actor=world.finance, invoice=draft, kind="manual", amount_usd=D("0.50"), reason="Fee"
+    )
+    assert extra.pk != credit.pk and extra.amount_usd == D("0.50")
+    draft.refresh_from_db()
+    assert draft.total_usd == D("1.78")  # 2.12 - 1.00 + 0.50, F&A 0.16
+    from labgov.invoicing.services import invoice_line_remove
+
+    invoice_line_remove(actor=world.finance, line=extra)
     draft.refresh_from_db()
     # F&A follows what the direct lines charge: 10 % of (2.12 - 1.00).
     assert _lines(draft)[-1].amount_usd == D("0.11")
@@ -276,3 +286,13 @@ def test_generation_and_closing_are_for_finance_and_institution_admins(world, oc
             period_close_checked(actor=person, institution=world.institution, month=OCT)
     assert not Invoice.objects.exists()
     invoices_generate(actor=world.inst_admin, institution=world.institution, month=OCT)
+
+
+def test_a_draft_left_without_usage_is_discarded_and_audited(world, october):
+    (draft,) = invoices_generate(actor=world.finance, institution=world.institution, month=OCT)
+    from labgov.runpod.models import BillingRecord
+
+    BillingRecord.objects.filter(allocation=october).update(allocation=None)
+    assert invoices_generate(actor=world.finance, institution=world.institution, month=OCT) == []
+    assert not Invoice.objects.exists()
+    assert AuditEvent.objects.filter(action="invoice.discard", target_id=str(draft.pk)).exists()

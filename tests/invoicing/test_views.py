@@ -54,7 +54,8 @@ def test_finance_sees_the_period_by_cost_center_with_its_reconciliation(
     assert "<strong>Reconciled</strong>" in body
     assert world.funding_source.cost_center in body and world.other_funding_source.name in body
     assert "$4.83" in body  # 3.33 + 1.50
-    assert client.get(reverse("invoicing:periods")).status_code == 200
+    with django_assert_max_num_queries(8):
+        assert client.get(reverse("invoicing:periods")).status_code == 200
     assert client.get(_period_url(world).replace("/10/", "/13/")).status_code == 404
 
 

@@ -33,3 +33,11 @@ def usd_exact(amount) -> str:
         value = value.quantize(Decimal("0.01"))
     sign = "−" if value < 0 else ""
     return f"{sign}${abs(value):,f}"
+
+
+@register.filter
+def plain_number(value) -> str:
+    """A Decimal without trailing zeros nor exponent (3, 0.69, 10)."""
+    if value is None or value == "":
+        return ""
+    return f"{Decimal(value).normalize():f}"
