@@ -1,5 +1,5 @@
-"""Export pages and downloads. Out of scope is a 404; a member of the institution who may not
-export gets a 403 (labgov.accounts.access)."""
+"""Export pages and downloads. Out of scope is a 404 (members: the period's invoices are not
+theirs to see); a lab admin asking for the institution-wide journal gets a 403."""
 
 import datetime as dt
 import io
@@ -42,8 +42,10 @@ def _institution(user, pk: int, *, journal: bool = False) -> Institution:
         else access.can_export_period(user, institution.pk)
     )
     if not allowed:
-        if pk in scope.lab_admin_institutions or access.is_active_in_institution_lab(user.pk, pk):
-            raise PermissionDenied("You may not export this institution's invoices.")
+        # A lab admin sees the period's invoices (theirs) but not its journal; to anyone else
+        # the period's invoices are out of scope, as on the invoicing pages.
+        if pk in scope.lab_admin_institutions:
+            raise PermissionDenied("Only finance and institution admins export the journal.")
         raise Http404
     return institution
 
