@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from labgov.audit.services import audit_record
@@ -113,14 +113,16 @@ def _write(job: ExportJob, path: Path) -> None:
             return
         # On PostgreSQL the CSV comes through COPY, which holds the job's connection for as
         # long as it runs: progress goes through a connection of its own meanwhile.
-        side = connections.create_connection(DEFAULT_DB_ALIAS)
+        copying = connections[records.db].vendor == "postgresql"
+        side = connections.create_connection(records.db) if copying else None
         try:
-            during = _every(_progress_on(side, job.pk), PROGRESS_STEP, total)
+            during = _every(_progress_on(side, job.pk) if side else report, PROGRESS_STEP, total)
             with path.open("wb") as out:
                 for piece in source.records_csv(records, progress=during):
                     out.write(piece)
         finally:
-            side.close()
+            if side is not None:
+                side.close()
         report(total)
         return
     if job.invoice_id is not None:
