@@ -17,7 +17,7 @@ from labgov.exports.models import ExportJob
 from labgov.exports.services import export_job_run, export_jobs_expire, job_path
 from labgov.runpod.models import BillingRecord
 from tests.exports.conftest import make_invoice
-from tests.factories import ResourceFactory, RunpodAccountFactory
+from tests.factories import FundingSourceFactory, ResourceFactory, RunpodAccountFactory
 
 PERIOD = "exports:period"
 NOW = dt.datetime(2026, 11, 3, 9, tzinfo=dt.UTC)
@@ -261,3 +261,20 @@ def test_a_records_csv_job_writes_what_the_download_streams(
     rows = list(csv.DictReader(io.StringIO(streamed.decode())))
     assert rows[0]["resource_name"] == "'" + '=HYPERLINK("x")'
     assert rows[0]["total_usd"] == "-0.2500000000"  # a number: left alone
+
+
+def test_the_period_page_reads_a_fixed_number_of_queries(
+    invoices, world, client_for, django_assert_num_queries, django_assert_max_num_queries
+):
+    client = client_for(world.finance)
+    url = reverse(PERIOD, args=_args(world))
+    client.get(url)  # the session's first reads
+    with django_assert_max_num_queries(8) as first:
+        assert client.get(url).status_code == 200
+    for _ in range(3):  # more invoices, and their lines, cost no more queries
+        make_invoice(
+            FundingSourceFactory(lab=world.other_lab),
+            lines=[("gpu_compute", "y", None, None, "2", True)] * 2,
+        )
+    with django_assert_num_queries(len(first.captured_queries)):
+        assert client.get(url).status_code == 200
