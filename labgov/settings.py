@@ -517,7 +517,10 @@ LABGOV_UTILIZATION_RAW_DAYS = env_int("LABGOV_UTILIZATION_RAW_DAYS", 14, minimum
 LABGOV_AFTER_INVENTORY = ["labgov.utilization.recording.samples_after_inventory"]
 # Checks that exempt a pod from automatic stops: `check(resources) -> {resource id: reason}`.
 # Another app (retention holds) adds its own here.
-LABGOV_AUTOSTOP_EXEMPTIONS = ["labgov.idle.exemptions.never_auto_stop_marks"]
+LABGOV_AUTOSTOP_EXEMPTIONS = [
+    "labgov.idle.exemptions.never_auto_stop_marks",
+    "labgov.retention.exemptions.held_resources",
+]
 CELERY_BEAT_SCHEDULE["utilization-poll"] = {
     "task": "labgov.idle.tasks.poll_all",
     "schedule": LABGOV_UTILIZATION_POLL_MINUTES * 60,
