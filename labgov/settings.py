@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "labgov.notifications",
     "labgov.provisioning",
     "labgov.alerts",
+    "labgov.invoicing",
     "labgov.transfers",
 ]
 
@@ -331,6 +332,15 @@ if LABGOV_ALERTS_DAILY_HOUR_UTC > 23:
 CELERY_BEAT_SCHEDULE["alerts-evaluate-daily"] = {
     "task": "labgov.alerts.tasks.evaluate_all",
     "schedule": crontab(minute=0, hour=LABGOV_ALERTS_DAILY_HOUR_UTC),
+}
+# Invoices: on the first day of each month, at this hour of the institution's own clock
+# (0–23), the previous month's drafts are generated and finance is told (hourly check).
+LABGOV_INVOICE_DRAFTS_HOUR = env_int("LABGOV_INVOICE_DRAFTS_HOUR", 6)
+if not 0 <= LABGOV_INVOICE_DRAFTS_HOUR <= 23:
+    raise ImproperlyConfigured("LABGOV_INVOICE_DRAFTS_HOUR must be 0 to 23")
+CELERY_BEAT_SCHEDULE["invoicing-drafts"] = {
+    "task": "labgov.invoicing.tasks.generate_due_drafts",
+    "schedule": crontab(minute=30),
 }
 CELERY_BEAT_SCHEDULE["provisioning-resume"] = {
     "task": "labgov.provisioning.tasks.resume_provisioning",

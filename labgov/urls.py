@@ -18,6 +18,7 @@ urlpatterns = [
     path("provisioning/", include("labgov.provisioning.urls")),
     path("notifications/", include("labgov.notifications.urls")),
     path("alerts/", include("labgov.alerts.urls")),
+    path("invoices/", include("labgov.invoicing.urls")),
     path("transfers/", include("labgov.transfers.urls")),
     path("", include("labgov.accounts.urls")),
     path("admin/", admin.site.urls),

@@ -44,6 +44,11 @@ def _app_imports(app: str) -> dict[str, set[str]]:
         ("runpod", "simulator"),
         # notifications are told things; they do not reach into the apps that tell them.
         ("notifications", "provisioning"),
+        # Invoices are built on billing, funding and usage; none of them knows of invoices.
+        ("runpod", "invoicing"),
+        ("usage", "invoicing"),
+        ("funding", "invoicing"),
+        ("accounts", "invoicing"),
     ],
 )
 def test_no_arrow_back(app, forbidden):

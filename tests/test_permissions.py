@@ -76,6 +76,15 @@ GET_PAGES = {
         lambda w: reverse("audit"),
         {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 403, "outsider": 200},
     ),
+    "invoice periods": (
+        lambda w: reverse("invoicing:periods"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},
+    ),
+    "invoice period": (
+        lambda w: reverse("invoicing:period", args=[w.institution.pk, 2026, 10]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 404, "outsider": 404},
+    ),
+    "my invoices": (lambda w: reverse("invoicing:mine"), dict.fromkeys(ROLES[:-1], 200)),
     "cost transfers": (
         lambda w: reverse("transfers:list"),
         {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},

@@ -336,3 +336,21 @@ def is_active_in_institution_lab(user_id: int | None, institution_id: int) -> bo
         .filter(user_id=user_id, institution_id=institution_id, role__in=LAB_ROLES)
         .exists()
     )
+
+
+def invoices_q(user) -> Q:
+    """Invoices: all of the institution for its admins and finance; their labs' for lab
+    admins. Members see no invoice, only their allocations' lines (invoice_lines_q)."""
+    scope = scope_for(user)
+    return Q(institution_id__in=scope.money_institutions) | Q(lab_id__in=scope.admin_labs)
+
+
+def member_invoice_lines_q(user) -> Q:
+    """Lines of issued invoices charged to the person's own allocations."""
+    return Q(allocation__user_id=scope_for(user).user_id, invoice__status="issued")
+
+
+def can_manage_invoices(user, institution_id: int) -> bool:
+    """Generate, issue, void, credit and adjust invoices, close periods: finance and the
+    institution's admins."""
+    return institution_id in scope_for(user).money_institutions

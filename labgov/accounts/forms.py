@@ -58,3 +58,12 @@ class AutoApproveCeilingForm(BoundedForm):
         decimal_places=2,
         help_text="No lab's policy may approve requests on submission at or above this amount.",
     )
+
+
+class TimeZoneForm(BoundedForm):
+    bounded_model = Institution
+
+    time_zone = forms.CharField(
+        label="Time zone (IANA name)",
+        help_text="Billing periods are calendar months in this zone, e.g. America/New_York.",
+    )

@@ -29,6 +29,9 @@ class Institution(models.Model):
         decimal_places=2,
         default=DEFAULT_AUTO_APPROVE_CEILING_USD,
     )
+    # Billing periods are calendar months here (an IANA name, set through
+    # institution_time_zone_set); their edges fall on whole UTC hours (labgov.usage.periods).
+    time_zone = models.CharField(max_length=60, default="UTC")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -181,6 +181,45 @@ def institution_auto_approve_ceiling_set(
     return locked
 
 
+@transaction.atomic
+def institution_time_zone_set(*, actor, institution: Institution, time_zone: str) -> Institution:
+    """Set the time zone whose calendar months are the institution's billing periods.
+    Institution admins only, and only while no period is closed and no invoice issued: a
+    later change would move edges of periods already frozen."""
+    import zoneinfo
+
+    from labgov.accounts.access import can_set_auto_approve_ceiling
+
+    if actor is not None and not can_set_auto_approve_ceiling(actor, institution.pk):
+        raise DomainError("Only the institution's admins set its time zone.")
+    time_zone = (time_zone or "").strip()
+    if time_zone != "UTC" and time_zone not in zoneinfo.available_timezones():
+        raise DomainError(
+            "Give a time zone by its IANA name, e.g. America/New_York.", field="time_zone"
+        )
+    locked = Institution.objects.select_for_update().get(pk=institution.pk)
+    if locked.time_zone == time_zone:
+        return locked
+    if locked.closed_periods.exists() or locked.invoices.exclude(status="draft").exists():
+        raise DomainError(
+            "The time zone cannot change once a period is closed or an invoice issued: "
+            "their edges would move.",
+            field="time_zone",
+        )
+    before = snapshot(locked, ["time_zone"])
+    locked.time_zone = time_zone
+    locked.save(update_fields=["time_zone"])
+    audit_record(
+        actor=actor,
+        action="institution.time_zone",
+        target=locked,
+        institution_id=locked.pk,
+        before=before,
+        after=snapshot(locked, ["time_zone"]),
+    )
+    return locked
+
+
 def users_of_institution(institution: Institution):
     """The active accounts a lab or institution admin of `institution` may add: anyone who has
     held a role in it, and new accounts that hold no role anywhere yet. People of other

@@ -10,4 +10,5 @@ urlpatterns = [
     path("memberships/<int:pk>/end/", views.membership_end_view, name="membership_end"),
     path("institution/", views.institution_people, name="institution"),
     path("institution/ceiling/", views.institution_ceiling, name="institution_ceiling"),
+    path("institution/time-zone/", views.institution_time_zone, name="institution_time_zone"),
 ]

@@ -12,10 +12,12 @@ from labgov.accounts.forms import (
     AutoApproveCeilingForm,
     LabForm,
     MembershipForm,
+    TimeZoneForm,
 )
 from labgov.accounts.models import Institution, Lab, Membership, Role
 from labgov.accounts.services import (
     institution_auto_approve_ceiling_set,
+    institution_time_zone_set,
     lab_create,
     membership_end,
     membership_grant,
@@ -193,6 +195,7 @@ def institution_people(request):
             "ceiling_form": AutoApproveCeilingForm(
                 initial={"amount_usd": institution.auto_approve_ceiling_usd}
             ),
+            "time_zone_form": TimeZoneForm(initial={"time_zone": institution.time_zone}),
         },
     )
 
@@ -219,4 +222,29 @@ def institution_ceiling(request):
         messages.error(request, exc.message)
     else:
         messages.success(request, "Auto-approval ceiling saved.")
+    return redirect("accounts:institution")
+
+
+@login_required
+@require_POST
+def institution_time_zone(request):
+    scope = access.scope_for(request.user)
+    access.deny_unless(bool(scope.admin_institutions))
+    institution = (
+        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    )
+    form = TimeZoneForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, error)
+        return redirect("accounts:institution")
+    try:
+        institution_time_zone_set(
+            actor=request.user, institution=institution, time_zone=form.cleaned_data["time_zone"]
+        )
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Time zone saved.")
     return redirect("accounts:institution")

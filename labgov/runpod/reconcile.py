@@ -65,6 +65,19 @@ def day_ranges(days: list[dt.date]) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
 
 
+def held_spans(account, since: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The merged windows of the account's successful syncs reaching past `since`: every
+    bucket wholly inside one of them is held as Runpod last reported it."""
+    return _merged(
+        SyncRun.objects.filter(
+            account=account,
+            status=SyncRun.Status.SUCCEEDED,
+            window_start__isnull=False,
+            window_end__gt=since,
+        ).values_list("window_start", "window_end")
+    )
+
+
 def _merged(windows) -> list[tuple[dt.datetime, dt.datetime]]:
     spans: list[tuple[dt.datetime, dt.datetime]] = []
     for start, end in sorted(windows):
@@ -115,14 +128,7 @@ def account_reconciliation(
     if not months_seen:
         return []
     oldest, _ = month_period(months_seen[-1].year, months_seen[-1].month)
-    spans = _merged(
-        SyncRun.objects.filter(
-            account=account,
-            status=SyncRun.Status.SUCCEEDED,
-            window_start__isnull=False,
-            window_end__gt=oldest,
-        ).values_list("window_start", "window_end")
-    )
+    spans = held_spans(account, oldest)
     today = now.astimezone(UTC).date()
     result = []
     for m in months_seen:

@@ -92,9 +92,10 @@ class MonthlySpend(SpendRollup):
 
 
 class ClosedPeriod(models.Model):
-    """A calendar month (UTC) that finance has closed for an institution: spend in it is
-    frozen, so nothing may move money into or out of it (re-attribution, removal of synced
-    data). Late usage becomes an adjustment in the next open period."""
+    """A calendar month (in the institution's time zone) that finance has closed for an
+    institution: spend in it is frozen, so nothing may move money into or out of it
+    (re-attribution, removal of synced data). Late usage becomes an adjustment in the next
+    open period."""
 
     institution = models.ForeignKey(
         "accounts.Institution", on_delete=models.PROTECT, related_name="closed_periods"
@@ -104,6 +105,10 @@ class ClosedPeriod(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, related_name="+"
     )
     closed_at = models.DateTimeField(auto_now_add=True)
+    # Closing needs the month reconciled to the cent with every day held, or this: finance's
+    # reason for closing anyway, with the difference it accepted (records minus Runpod).
+    acceptance_reason = models.TextField(blank=True)
+    accepted_difference_usd = PreciseMoneyField(default=0)
 
     class Meta:
         constraints = [

@@ -21,3 +21,23 @@ def percent_of(part, whole) -> str:
     if not whole:
         return "–"
     return f"{Decimal(part) / Decimal(whole) * 100:.0f}%"
+
+
+@register.filter
+def usd_exact(amount) -> str:
+    """Every digit stored (at least cents), for exact sums and rounding differences."""
+    if amount is None or amount == "":
+        return "–"
+    value = Decimal(amount).normalize()
+    if value.as_tuple().exponent > -2:
+        value = value.quantize(Decimal("0.01"))
+    sign = "−" if value < 0 else ""
+    return f"{sign}${abs(value):,f}"
+
+
+@register.filter
+def plain_number(value) -> str:
+    """A Decimal without trailing zeros nor exponent (3, 0.69, 10)."""
+    if value is None or value == "":
+        return ""
+    return f"{Decimal(value).normalize():f}"

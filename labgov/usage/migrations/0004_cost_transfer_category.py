@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('usage', '0002_closed_period'),
+        ('usage', '0003_closedperiod_acceptance_reason_and_more'),
     ]
 
     operations = [

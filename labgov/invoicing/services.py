@@ -1,0 +1,577 @@
+"""Invoice writes: generate drafts, add credits and adjustments, issue, void, close a period.
+
+Guarantees:
+- Money is exact: a line's amount is its exact sum rounded once to cents (half to even); an
+  invoice's total is the sum of its rounded lines, and `rounding_difference_usd` shows what
+  rounding changed against the exact sum.
+- Issued invoices never change (refused here and, on PostgreSQL, by a trigger); voiding one
+  keeps it and its number, and creates a replacement draft that will get a new number.
+- Numbers are gap-free per institution and year: issuing locks the year's counter row, so
+  concurrent issues queue, and a failed issue rolls its number back with it.
+- A closed period never changes: usage of it that changes later (a Runpod correction, a late
+  record) is charged or credited by a *late usage* line in the first open period, naming the
+  month and invoice it corrects.
+"""
+
+import datetime as dt
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from labgov.accounts import access
+from labgov.accounts.models import Institution, Membership, Role
+from labgov.audit.services import audit_record
+from labgov.core.errors import DomainError
+from labgov.core.money import CENT, ZERO, to_cents
+from labgov.funding.models import Allocation, FundingSource
+from labgov.invoicing.lines import CATEGORY_ORDER, late_usage, local_days, period_usage
+from labgov.invoicing.models import (
+    Invoice,
+    InvoiceCounter,
+    InvoiceLine,
+    LineCategory,
+    ScheduledGeneration,
+)
+from labgov.invoicing.reconciliation import period_reconciliation
+from labgov.runpod.models import Resource
+from labgov.usage.models import ClosedPeriod
+from labgov.usage.periods import (
+    billing_period,
+    closed_until,
+    is_closed,
+    month_of,
+    period_close,
+    zone,
+)
+
+# How many closed months back generation looks for usage that changed after the close.
+LATE_MONTHS = 12
+MAX_AMOUNT = Decimal("1e10")
+MAX_REASON = 2000
+
+
+def _require_manager(actor, institution_id: int) -> None:
+    if actor is not None and not access.can_manage_invoices(actor, institution_id):
+        raise DomainError("Only finance and the institution's admins manage invoices.")
+
+
+def _month_label(month: dt.date) -> str:
+    return f"{month:%B %Y}"
+
+
+def _lock_institution(institution) -> Institution:
+    """Generation, issue-at-close and close of one institution run one at a time."""
+    return Institution.objects.select_for_update().get(pk=institution.pk)
+
+
+def first_open_month(institution) -> dt.date | None:
+    until = closed_until(institution.pk)
+    return month_of(until, institution.time_zone) if until else None
+
+
+# Generation ------------------------------------------------------------------------------
+
+
+def _usage_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
+    """Unsaved usage lines per funding source id."""
+    usage = period_usage(institution, month)
+    if not usage:
+        return {}
+    matched = {
+        a.account.pk: a.matched_days for a in period_reconciliation(institution, month, now=now)
+    }
+    resources = Resource.objects.in_bulk({k[0] for k in usage})
+    allocations = Allocation.objects.in_bulk({k[1] for k in usage})
+    lines: dict[int, list[InvoiceLine]] = {}
+    for (resource_id, allocation_id, category), u in usage.items():
+        resource, allocation = resources[resource_id], allocations[allocation_id]
+        days = local_days(u.first, u.last, institution.time_zone)
+        quantity = Decimal(u.hours) if u.hours else None
+        lines.setdefault(allocation.funding_source_id, []).append(
+            InvoiceLine(
+                kind=InvoiceLine.Kind.USAGE,
+                category=category,
+                description=f"{resource.get_kind_display()} {resource.name or resource.runpod_id}",
+                account_id=resource.account_id,
+                resource=resource,
+                allocation=allocation,
+                person_id=allocation.user_id,
+                quantity=quantity,
+                unit="hour" if quantity else "",
+                unit_rate_usd=(u.exact_usd / quantity).quantize(Decimal("1e-10"))
+                if quantity
+                else None,
+                exact_amount_usd=u.exact_usd,
+                amount_usd=to_cents(u.exact_usd),
+                reconciled=days <= matched.get(resource.account_id, set()),
+            )
+        )
+    return lines
+
+
+def _late_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
+    """Corrections of closed months, for the first open month only (so each is charged
+    once)."""
+    if first_open_month(institution) != month:
+        return {}
+    closed = list(
+        ClosedPeriod.objects.filter(institution=institution, month__lt=month)
+        .filter(month__in=Invoice.objects.filter(institution=institution).values("month"))
+        .order_by("-month")
+        .values_list("month", flat=True)[:LATE_MONTHS]
+    )
+    lines: dict[int, list[InvoiceLine]] = {}
+    for closed_month in sorted(closed):
+        changes = late_usage(institution, closed_month, into=month)
+        if not changes:
+            continue
+        reconciled = {
+            a.account.pk: a.reconciled
+            for a in period_reconciliation(institution, closed_month, now=now)
+        }
+        resources = Resource.objects.in_bulk({k[0] for k in changes})
+        allocations = Allocation.objects.in_bulk({k[1] for k in changes})
+        corrected = dict(
+            Invoice.objects.filter(institution=institution, month=closed_month)
+            .exclude(status=Invoice.Status.VOID)
+            .values_list("funding_source_id", "pk")
+        )
+        for (resource_id, allocation_id, category), amount in sorted(changes.items()):
+            resource, allocation = resources[resource_id], allocations[allocation_id]
+            fs_id = allocation.funding_source_id
+            label = LineCategory(category).label
+            lines.setdefault(fs_id, []).append(
+                InvoiceLine(
+                    kind=InvoiceLine.Kind.LATE_USAGE,
+                    category=category,
+                    description=(
+                        f"{label} of {_month_label(closed_month)} changed after it closed: "
+                        f"{resource.get_kind_display()} {resource.name or resource.runpod_id}"
+                    )[:300],
+                    account_id=resource.account_id,
+                    resource=resource,
+                    allocation=allocation,
+                    person_id=allocation.user_id,
+                    exact_amount_usd=amount,
+                    amount_usd=to_cents(amount),
+                    reconciled=reconciled.get(resource.account_id, False),
+                    corrects_month=closed_month,
+                    corrects_invoice_id=corrected.get(fs_id),
+                )
+            )
+    return lines
+
+
+def _sort_key(line: InvoiceLine):
+    kind_order = [InvoiceLine.Kind.USAGE, InvoiceLine.Kind.LATE_USAGE]
+    if line.kind in kind_order:
+        return (
+            kind_order.index(line.kind),
+            line.corrects_month or dt.date.min,
+            CATEGORY_ORDER.get(line.category, 99),
+            line.description,
+            line.allocation_id or 0,
+        )
+    return (2, line.created_at, 0, "", 0)
+
+
+def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -> None:
+    """Replace a draft's lines: `lines` in order, then the F&A line on what they charge, and
+    the totals from the rounded lines."""
+    InvoiceLine.objects.filter(invoice=invoice).delete()
+    ordered = sorted(lines, key=_sort_key)
+    rate = funding_source.indirect_cost_rate_percent
+    base = sum((line.amount_usd for line in ordered), ZERO)
+    if rate and base:
+        exact = base * rate / 100
+        ordered.append(
+            InvoiceLine(
+                kind=InvoiceLine.Kind.INDIRECT,
+                category=LineCategory.INDIRECT,
+                description=f"Indirect costs (F&A) at {rate}% of {to_cents(base)} USD",
+                quantity=base,
+                unit="USD",
+                unit_rate_usd=rate / 100,
+                exact_amount_usd=exact,
+                amount_usd=to_cents(exact),
+                reconciled=all(line.reconciled for line in ordered),
+            )
+        )
+    for position, line in enumerate(ordered, start=1):
+        line.pk = None
+        line._state.adding = True
+        line.invoice = invoice
+        line.position = position
+    InvoiceLine.objects.bulk_create(ordered)
+    invoice.total_usd = sum((line.amount_usd for line in ordered), ZERO)
+    invoice.exact_total_usd = sum((line.exact_amount_usd for line in ordered), ZERO)
+    invoice.save(update_fields=["total_usd", "exact_total_usd"])
+
+
+def _copy_funding(invoice: Invoice, fs: FundingSource) -> None:
+    invoice.lab_id = fs.lab_id
+    invoice.cost_center = fs.cost_center
+    invoice.award_number = fs.award_number
+
+
+@transaction.atomic
+def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[Invoice]:
+    """Generate (or regenerate) the drafts of one open billing period: one per funding
+    source with attributed usage in it. Issued invoices are left alone; a draft's credits and
+    manual adjustments are kept; a draft left with no line is discarded."""
+    _require_manager(actor, institution.pk)
+    now = now or timezone.now()
+    institution = _lock_institution(institution)
+    month = month.replace(day=1)
+    if is_closed(institution.pk, month):
+        raise DomainError(f"{_month_label(month)} is closed: its invoices are frozen.")
+    start, end = billing_period(month.year, month.month, institution.time_zone)
+    if start > now:
+        raise DomainError(f"{_month_label(month)} has not begun.")
+    generated = _usage_lines(institution, month, now=now)
+    for fs_id, late in _late_lines(institution, month, now=now).items():
+        generated.setdefault(fs_id, []).extend(late)
+    existing = {
+        invoice.funding_source_id: invoice
+        for invoice in Invoice.objects.select_for_update()
+        .filter(institution=institution, month=month)
+        .exclude(status=Invoice.Status.VOID)
+    }
+    sources = FundingSource.objects.in_bulk(set(generated) | set(existing))
+    result = []
+    for fs_id in sorted(set(generated) | set(existing)):
+        invoice, fs = existing.get(fs_id), sources[fs_id]
+        if invoice is not None and invoice.status != Invoice.Status.DRAFT:
+            continue
+        lines = generated.get(fs_id, [])
+        if invoice is None:
+            if not lines:
+                continue
+            invoice = Invoice(
+                institution=institution, funding_source=fs, month=month, generated_by=actor
+            )
+            before = None
+        else:
+            lines += list(invoice.lines.filter(kind__in=InvoiceLine.ENTERED_KINDS))
+            before = {"total_usd": str(invoice.total_usd)}
+            if not lines:
+                audit_record(
+                    actor=actor,
+                    action="invoice.discard",
+                    target=invoice,
+                    institution_id=institution.pk,
+                    note="No usage left in the period.",
+                )
+                InvoiceLine.objects.filter(invoice=invoice).delete()
+                invoice.delete()
+                continue
+        _copy_funding(invoice, fs)
+        invoice.period_start, invoice.period_end = start, end
+        invoice.generated_at, invoice.generated_by = now, actor
+        invoice.save()
+        _rewrite_lines(invoice, lines, fs)
+        audit_record(
+            actor=actor,
+            action="invoice.generate",
+            target=invoice,
+            institution_id=institution.pk,
+            before=before,
+            after={"total_usd": str(invoice.total_usd), "lines": len(lines)},
+        )
+        result.append(invoice)
+    return result
+
+
+# Credits and adjustments -----------------------------------------------------------------
+
+
+def _locked_draft(invoice: Invoice) -> Invoice:
+    locked = Invoice.objects.select_for_update().select_related("funding_source").get(pk=invoice.pk)
+    if locked.status != Invoice.Status.DRAFT:
+        raise DomainError("Only a draft changes: an issued invoice is voided and replaced instead.")
+    return locked
+
+
+def _clean_reason(reason: str, what: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise DomainError(f"{what} needs a reason.", field="reason")
+    if len(reason) > MAX_REASON:
+        raise DomainError(f"Keep the reason under {MAX_REASON} characters.", field="reason")
+    return reason
+
+
+@transaction.atomic
+def invoice_line_add(
+    *, actor, invoice: Invoice, kind: str, amount_usd: Decimal, reason: str
+) -> InvoiceLine:
+    """Add a credit (a positive amount, charged as negative) or a manual adjustment (either
+    sign) to a draft, with the reason and the person who entered it."""
+    _require_manager(actor, invoice.institution_id)
+    if actor is None:
+        raise DomainError("A person enters credits and adjustments.")
+    if kind not in InvoiceLine.ENTERED_KINDS:
+        raise DomainError("Add a credit or a manual adjustment.", field="kind")
+    if not isinstance(amount_usd, Decimal) or not amount_usd.is_finite():
+        raise DomainError("Give the amount in USD.", field="amount_usd")
+    if amount_usd != amount_usd.quantize(CENT) or abs(amount_usd) >= MAX_AMOUNT:
+        raise DomainError("Give the amount in whole cents, under 10 billion.", field="amount_usd")
+    if kind == InvoiceLine.Kind.CREDIT and amount_usd <= 0:
+        raise DomainError("A credit is a positive amount (it is charged as negative).")
+    if amount_usd == 0:
+        raise DomainError("An adjustment of nothing changes nothing.", field="amount_usd")
+    reason = _clean_reason(reason, "A credit or an adjustment")
+    locked = _locked_draft(invoice)
+    signed = -amount_usd if kind == InvoiceLine.Kind.CREDIT else amount_usd
+    line = InvoiceLine(
+        kind=kind,
+        category=(
+            LineCategory.CREDIT if kind == InvoiceLine.Kind.CREDIT else LineCategory.ADJUSTMENT
+        ),
+        description=reason[:300],
+        exact_amount_usd=signed,
+        amount_usd=signed,
+        reconciled=True,
+        reason=reason,
+        entered_by=actor,
+        created_at=timezone.now(),
+    )
+    lines = list(locked.lines.exclude(kind=InvoiceLine.Kind.INDIRECT)) + [line]
+    _rewrite_lines(locked, lines, locked.funding_source)
+    audit_record(
+        actor=actor,
+        action=f"invoice.{kind}",
+        target=locked,
+        institution_id=locked.institution_id,
+        after={"amount_usd": str(signed), "total_usd": str(locked.total_usd)},
+        note=reason,
+    )
+    return line  # saved by _rewrite_lines
+
+
+@transaction.atomic
+def invoice_line_remove(*, actor, line: InvoiceLine) -> None:
+    """Take a credit or manual adjustment off a draft (generated lines are regenerated)."""
+    _require_manager(actor, line.invoice.institution_id)
+    locked = _locked_draft(line.invoice)
+    if line.kind not in InvoiceLine.ENTERED_KINDS or line.invoice_id != locked.pk:
+        raise DomainError("Only credits and manual adjustments are removed by hand.")
+    lines = list(locked.lines.exclude(kind=InvoiceLine.Kind.INDIRECT).exclude(pk=line.pk))
+    _rewrite_lines(locked, lines, locked.funding_source)
+    audit_record(
+        actor=actor,
+        action="invoice.line_remove",
+        target=locked,
+        institution_id=locked.institution_id,
+        before={"amount_usd": str(line.amount_usd), "reason": line.reason},
+        after={"total_usd": str(locked.total_usd)},
+    )
+
+
+# Issue and void --------------------------------------------------------------------------
+
+
+def _next_number(institution_id: int, year: int) -> int:
+    InvoiceCounter.objects.bulk_create(
+        [InvoiceCounter(institution_id=institution_id, year=year)], ignore_conflicts=True
+    )
+    counter = InvoiceCounter.objects.select_for_update().get(
+        institution_id=institution_id, year=year
+    )
+    counter.last_seq += 1
+    counter.save(update_fields=["last_seq"])
+    return counter.last_seq
+
+
+@transaction.atomic
+def invoice_issue(*, actor, invoice: Invoice, now=None) -> Invoice:
+    """Number a draft and freeze it. Nobody issues an invoice carrying a credit or an
+    adjustment they entered themselves: a second person does."""
+    _require_manager(actor, invoice.institution_id)
+    now = now or timezone.now()
+    locked = Invoice.objects.select_for_update().select_related("institution").get(pk=invoice.pk)
+    if locked.status != Invoice.Status.DRAFT:
+        raise DomainError(f"{locked} is not a draft; it was issued already.")
+    if locked.period_end > now:
+        raise DomainError(f"{_month_label(locked.month)} has not ended; issue it after.")
+    if actor is not None and locked.lines.filter(entered_by=actor).exists():
+        raise DomainError(
+            "You entered a credit or adjustment on this invoice: another person issues it."
+        )
+    institution = locked.institution
+    year = now.astimezone(zone(institution.time_zone)).year
+    seq = _next_number(institution.pk, year)
+    locked.status = Invoice.Status.ISSUED
+    locked.number_year, locked.number_seq = year, seq
+    locked.number = f"{year}-{seq:05d}"
+    locked.issued_at, locked.issued_by = now, actor
+    locked.save()
+    audit_record(
+        actor=actor,
+        action="invoice.issue",
+        target=locked,
+        institution_id=institution.pk,
+        after={"number": locked.number, "total_usd": str(locked.total_usd)},
+    )
+    return locked
+
+
+@transaction.atomic
+def invoice_void(*, actor, invoice: Invoice, reason: str) -> Invoice:
+    """Void an issued invoice (it keeps its number) and open its replacement: a draft with
+    the same lines, to be corrected and issued under a new number."""
+    _require_manager(actor, invoice.institution_id)
+    reason = _clean_reason(reason, "Voiding an invoice")
+    locked = Invoice.objects.select_for_update().select_related("funding_source").get(pk=invoice.pk)
+    if locked.status != Invoice.Status.ISSUED:
+        raise DomainError("Only an issued invoice is voided; a draft is regenerated or edited.")
+    lines = list(locked.lines.exclude(kind=InvoiceLine.Kind.INDIRECT))
+    locked.status = Invoice.Status.VOID
+    locked.voided_at, locked.voided_by, locked.void_reason = timezone.now(), actor, reason
+    locked.save(update_fields=["status", "voided_at", "voided_by", "void_reason"])
+    replacement = Invoice.objects.create(
+        institution_id=locked.institution_id,
+        funding_source=locked.funding_source,
+        lab_id=locked.lab_id,
+        cost_center=locked.cost_center,
+        award_number=locked.award_number,
+        month=locked.month,
+        period_start=locked.period_start,
+        period_end=locked.period_end,
+        replaces=locked,
+        generated_by=actor,
+    )
+    _rewrite_lines(replacement, lines, locked.funding_source)
+    audit_record(
+        actor=actor,
+        action="invoice.void",
+        target=locked,
+        institution_id=locked.institution_id,
+        after={"number": locked.number, "replacement_id": replacement.pk},
+        note=reason,
+    )
+    return replacement
+
+
+# Close -----------------------------------------------------------------------------------
+
+
+def close_problems(reconciliations) -> list[str]:
+    """What keeps a period from closing without an acceptance, in words."""
+    problems = []
+    for a in reconciliations:
+        name = a.account.name
+        if not a.matches_to_the_cent:
+            problems.append(f"{name}: labgov holds {a.difference_usd:+.2f} USD against Runpod.")
+        if a.days_missing:
+            days = ", ".join(f"{d:%d}" for d in a.days_missing)
+            problems.append(f"{name}: days not synced whole: {days}.")
+        differing = [d for d in a.days_differing if d.due]
+        if differing and a.matches_to_the_cent:
+            days = ", ".join(f"{d.day:%d}" for d in differing)
+            problems.append(f"{name}: days that differ from Runpod: {days}.")
+        if any(not d.due for d in a.days):
+            problems.append(f"{name}: the period has not ended.")
+    return problems
+
+
+@transaction.atomic
+def period_close_checked(
+    *, actor, institution, month: dt.date, acceptance_reason: str = "", now=None
+) -> ClosedPeriod:
+    """Close a billing period: regenerate its drafts, issue them, and freeze it. It must be
+    reconciled (every day held, no difference to the cent) on every Runpod account, or
+    finance accepts what is not with a reason, recorded with the difference."""
+    _require_manager(actor, institution.pk)
+    now = now or timezone.now()
+    institution = _lock_institution(institution)
+    month = month.replace(day=1)
+    reconciliations = period_reconciliation(institution, month, now=now)
+    problems = close_problems(reconciliations)
+    reason = (acceptance_reason or "").strip()
+    if problems and not reason:
+        raise DomainError(
+            f"{_month_label(month)} does not reconcile: "
+            + " ".join(problems)
+            + " Close it anyway only with a reason for accepting this."
+        )
+    if reason:
+        reason = _clean_reason(reason, "Accepting a difference")
+    invoices_generate(actor=actor, institution=institution, month=month, now=now)
+    for draft in Invoice.objects.filter(
+        institution=institution, month=month, status=Invoice.Status.DRAFT
+    ).order_by("cost_center", "funding_source__name", "pk"):
+        invoice_issue(actor=actor, invoice=draft, now=now)
+    difference = sum((a.difference_usd for a in reconciliations), ZERO)
+    period = period_close(
+        actor=actor,
+        institution=institution,
+        year=month.year,
+        month=month.month,
+        acceptance_reason=reason if problems else "",
+        difference_usd=difference if problems else ZERO,
+    )
+    if problems:
+        audit_record(
+            actor=actor,
+            action="period.accept",
+            target=period,
+            institution_id=institution.pk,
+            after={"difference_usd": str(difference), "problems": problems},
+            note=reason,
+        )
+    return period
+
+
+# Schedule --------------------------------------------------------------------------------
+
+
+def finance_people(institution_id: int):
+    from labgov.accounts.models import User
+
+    return User.objects.filter(
+        pk__in=Membership.objects.active()
+        .filter(institution_id=institution_id, role=Role.FINANCE)
+        .values("user_id"),
+        is_active=True,
+    )
+
+
+def drafts_generate_due(*, now=None) -> list[tuple[int, dt.date]]:
+    """On the first day of a month (in each institution's zone), generate the previous
+    month's drafts once and tell finance they are ready. Returns the (institution id, month)
+    that got drafts."""
+    from django.urls import reverse
+
+    from labgov.notifications.services import notify
+
+    now = now or timezone.now()
+    done = []
+    for institution in Institution.objects.order_by("pk"):
+        local = now.astimezone(zone(institution.time_zone))
+        if local.day != 1 or local.hour < settings.LABGOV_INVOICE_DRAFTS_HOUR:
+            continue
+        month = (local.date() - dt.timedelta(days=1)).replace(day=1)
+        if billing_period(month.year, month.month, institution.time_zone)[1] > now:
+            continue
+        with transaction.atomic():
+            _, claimed = ScheduledGeneration.objects.get_or_create(
+                institution=institution, month=month
+            )
+            if not claimed or is_closed(institution.pk, month):
+                continue
+            invoices = invoices_generate(actor=None, institution=institution, month=month, now=now)
+            if not invoices:
+                continue
+            notify(
+                recipients=finance_people(institution.pk),
+                kind="invoicing.drafts_ready",
+                subject=f"Draft invoices for {_month_label(month)} are ready ({len(invoices)})",
+                body="Review them, reconcile the month with Runpod, issue them and close it.",
+                url=reverse("invoicing:period", args=[institution.pk, month.year, month.month]),
+                dedupe_key=f"invoicing.drafts_ready:{institution.pk}:{month:%Y-%m}",
+            )
+        done.append((institution.pk, month))
+    return done
