@@ -416,7 +416,7 @@ LABGOV_SYNC_INTERVAL_SECONDS = env_int(
 # Checks a cost transfer must also pass, each a function of (institution_id, month,
 # funding_source_ids) returning a list of (field, message) problems: apps that hold what a transfer
 # must not contradict (issued invoices) add theirs here, so transfers import none of them.
-LABGOV_TRANSFER_CHECKS: list[str] = []
+LABGOV_TRANSFER_CHECKS = ["labgov.invoicing.services.transfer_problems"]
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
     "schedule": LABGOV_SYNC_INTERVAL_SECONDS,

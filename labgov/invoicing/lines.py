@@ -13,7 +13,7 @@ from labgov.core.money import ZERO, grouped_multi_sums
 from labgov.runpod.models import BillingRecord
 from labgov.usage.models import Category
 from labgov.usage.periods import billing_period, local_day_start, zone
-from labgov.usage.services import COLUMNS, categories_of
+from labgov.usage.services import COLUMNS, categories_of, split_moves
 
 # The record column whose non-zero buckets count the hours of a category. Serverless bills
 # per second inside its buckets, so its hours would say nothing; fees have none either.
@@ -72,7 +72,27 @@ def period_usage(institution, month: dt.date) -> dict[Key, Usage]:
                 first=extent["first"],
                 last=extent["last"],
             )
+    _apply_splits(usage, institution, start, end)
     return usage
+
+
+def _apply_splits(usage: dict[Key, Usage], institution, start, end) -> None:
+    """Split funding: a split resource's records name its largest share; move each share's
+    part to its own line (usage/services.split_moves: the parts of each day and category add
+    up exactly). A share's line keeps the resource's hours: the hours were shared, not cut."""
+    moves: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    for (resource_id, _, category, allocation_id), amount in split_moves(
+        start=start, end=end, institution_id=institution.pk
+    ).items():
+        moves[(resource_id, allocation_id, str(category))] += amount
+    for key, amount in moves.items():
+        line = usage.get(key)
+        if line is None:
+            primary = next(u for k, u in usage.items() if k[0] == key[0] and k[2] == key[2])
+            line = usage[key] = Usage(ZERO, primary.hours, primary.first, primary.last)
+        line.exact_usd += amount
+    for key in [k for k, u in usage.items() if not u.exact_usd and k in moves]:
+        del usage[key]
 
 
 def billed_usage(institution, month: dt.date, *, excluding_month: dt.date) -> dict[Key, Decimal]:

@@ -140,6 +140,7 @@ class LineCategory(models.TextChoices):
     CLUSTERS = UsageCategory.CLUSTERS.value, UsageCategory.CLUSTERS.label
     # What a record holds beyond its known components: Runpod's fees and networking.
     FEES = UsageCategory.OTHER.value, "Fees and other"
+    TRANSFER = UsageCategory.TRANSFER.value, UsageCategory.TRANSFER.label
     INDIRECT = "indirect", "Indirect costs (F&A)"
     CREDIT = "credit", "Credit"
     ADJUSTMENT = "adjustment", "Adjustment"
@@ -153,6 +154,8 @@ class InvoiceLine(models.Model):
         INDIRECT = "indirect", "Indirect costs (F&A)"
         CREDIT = "credit", "Credit"
         MANUAL = "manual", "Manual adjustment"
+        # Spend moved into (+) or out of (−) the source by a cost transfer (labgov/transfers).
+        TRANSFER = "transfer", "Cost transfer"
 
     # Kinds a person enters (with a reason); regenerating a draft keeps them.
     ENTERED_KINDS = (Kind.CREDIT, Kind.MANUAL)

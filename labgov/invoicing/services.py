@@ -36,6 +36,7 @@ from labgov.invoicing.models import (
 )
 from labgov.invoicing.reconciliation import period_reconciliation
 from labgov.runpod.models import Resource
+from labgov.transfers.selectors import transfers_of_month
 from labgov.usage.models import ClosedPeriod
 from labgov.usage.periods import (
     billing_period,
@@ -164,8 +165,72 @@ def _late_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
     return lines
 
 
+def _transfer_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
+    """Cost transfers of the month (labgov/transfers): a negative line on the source the spend
+    left and a positive one on the source it went to, each with the justification; so the
+    invoices of both sources show it, and their sum with the others' is unchanged."""
+    transfers = transfers_of_month(institution.pk, month)
+    if not transfers:
+        return {}
+    reconciled = {
+        a.account.pk: a.reconciled for a in period_reconciliation(institution, month, now=now)
+    }
+    lines: dict[int, list[InvoiceLine]] = {}
+    for t in transfers:
+        what = (
+            f"{t.resource.name or t.resource.runpod_id} on {t.account.name}"
+            if t.resource
+            else (t.account.name)
+        )
+        for allocation, other, amount, word in (
+            (t.from_allocation, t.to_funding_source, -t.amount_usd, "to"),
+            (t.to_allocation, t.from_funding_source, t.amount_usd, "from"),
+        ):
+            lines.setdefault(allocation.funding_source_id, []).append(
+                InvoiceLine(
+                    kind=InvoiceLine.Kind.TRANSFER,
+                    category=LineCategory.TRANSFER,
+                    description=(
+                        f"Cost transfer #{t.pk} {word} {other} ({what}): {t.justification}"
+                    )[:300],
+                    account_id=t.account_id,
+                    resource_id=t.resource_id,
+                    allocation=allocation,
+                    person_id=allocation.user_id,
+                    exact_amount_usd=amount,
+                    amount_usd=to_cents(amount),
+                    reconciled=reconciled.get(t.account_id, False),
+                    reason=t.justification,
+                )
+            )
+    return lines
+
+
+def transfer_problems(*, institution_id: int, month: dt.date, funding_source_ids) -> list:
+    """A cost transfer check (settings.LABGOV_TRANSFER_CHECKS): an issued invoice never
+    changes, so no spend moves in a month into or out of a source whose invoice is issued."""
+    issued = (
+        Invoice.objects.filter(
+            institution_id=institution_id,
+            month=month,
+            funding_source_id__in=funding_source_ids,
+            status=Invoice.Status.ISSUED,
+        )
+        .select_related("funding_source")
+        .order_by("pk")
+    )
+    return [
+        (
+            "month",
+            f"The {_month_label(month)} invoice of {invoice.funding_source} is issued "
+            f"({invoice.number}): void it first to move spend of that month.",
+        )
+        for invoice in issued
+    ]
+
+
 def _sort_key(line: InvoiceLine):
-    kind_order = [InvoiceLine.Kind.USAGE, InvoiceLine.Kind.LATE_USAGE]
+    kind_order = [InvoiceLine.Kind.USAGE, InvoiceLine.Kind.LATE_USAGE, InvoiceLine.Kind.TRANSFER]
     if line.kind in kind_order:
         return (
             kind_order.index(line.kind),
@@ -174,7 +239,7 @@ def _sort_key(line: InvoiceLine):
             line.description,
             line.allocation_id or 0,
         )
-    return (2, line.created_at, 0, "", 0)
+    return (3, line.created_at, 0, "", 0)
 
 
 def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -> None:
@@ -233,6 +298,8 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
     generated = _usage_lines(institution, month, now=now)
     for fs_id, late in _late_lines(institution, month, now=now).items():
         generated.setdefault(fs_id, []).extend(late)
+    for fs_id, moved in _transfer_lines(institution, month, now=now).items():
+        generated.setdefault(fs_id, []).extend(moved)
     existing = {
         invoice.funding_source_id: invoice
         for invoice in Invoice.objects.select_for_update()

@@ -73,6 +73,24 @@ def transfers_for(
     return lines
 
 
+def transfers_of_month(institution_id: int, month: dt.date) -> list[CostTransfer]:
+    """The institution's applied cost transfers of one billing month, oldest first."""
+    return list(
+        CostTransfer.objects.filter(
+            institution_id=institution_id, state=CostTransfer.State.APPLIED, month=month
+        )
+        .select_related(
+            "account",
+            "resource",
+            "from_allocation",
+            "to_allocation",
+            "from_funding_source",
+            "to_funding_source",
+        )
+        .order_by("decided_at", "pk")
+    )
+
+
 def assignment_history(resource) -> list[Assignment]:
     """The resource's attribution timeline, newest first, each with its shares (split
     funding) in `share_list`."""

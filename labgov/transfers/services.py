@@ -23,17 +23,18 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from labgov.accounts import access
-from labgov.accounts.models import Membership, Role
+from labgov.accounts.models import Institution, Membership, Role
 from labgov.audit.services import audit_record
 from labgov.core.bounds import check_values
 from labgov.core.errors import DomainError
 from labgov.core.money import ZERO, sum_or_zero
-from labgov.core.periods import UTC, month_period
+from labgov.core.periods import UTC
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
 from labgov.runpod.models import BillingRecord, Resource, RunpodAccount
 from labgov.transfers.models import CostTransfer
 from labgov.usage.models import Category, ClosedPeriod, DailySpend, MonthlySpend
-from labgov.usage.services import months_rebuild, split_deltas
+from labgov.usage.periods import billing_period
+from labgov.usage.services import months_rebuild, split_moves
 
 S = CostTransfer.State
 
@@ -44,6 +45,12 @@ class Refused(DomainError):
     def __init__(self, problems: list[tuple[str | None, str]]):
         super().__init__(" ".join(message for _, message in problems), field=problems[0][0])
         self.problems = problems
+
+
+def _period(institution_id: int, month: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    """The billing period of `month` in the institution's time zone, [start, end) in UTC."""
+    time_zone = Institution.objects.values_list("time_zone", flat=True).get(pk=institution_id)
+    return billing_period(month.year, month.month, time_zone)
 
 
 def _last_closed(institution_id: int) -> dt.date | None:
@@ -81,16 +88,15 @@ def available_to_move(
     ).aggregate(total=sum_or_zero("amount_usd"))["total"]
     if resource is None:
         return available
-    start, end = month_period(month.year, month.month)
+    start, end = _period(account.institution_id, month)
     on_resource = BillingRecord.objects.filter(
         resource=resource, allocation=allocation, bucket_start__gte=start, bucket_start__lt=end
     ).aggregate(total=sum_or_zero("total_usd"))["total"]
-    days = {start.date() + dt.timedelta(days=i) for i in range((end - start).days)}
     on_resource += sum(
         (
             delta
-            for (_, _, allocation_id), delta in split_deltas(
-                start=start, end=end, days=days, resource_ids=[resource.pk]
+            for (_, _, _, allocation_id), delta in split_moves(
+                start=start, end=end, resource_ids=[resource.pk]
             ).items()
             if allocation_id == allocation.pk
         ),
@@ -145,7 +151,7 @@ def _problems(
                 "The allocation's lab may not use this Runpod account (another lab's own).",
             )
         )
-    start, end = month_period(month.year, month.month)
+    start, _ = _period(institution_id, month)
     if month.day != 1 or start > timezone.now():
         problems.append(("month", "Choose a month that has begun."))
     closed = _last_closed(institution_id)
@@ -153,9 +159,9 @@ def _problems(
         problems.append(
             ("month", f"{month:%B %Y} is closed: finance froze its spend. Choose an open month.")
         )
-    last_day = end.date() - dt.timedelta(days=1)
-    if not (to_allocation.start_date <= last_day and to_allocation.end_date >= start.date()):
-        problems.append(("to_allocation", f"The allocation does not run in {start:%B %Y}."))
+    last_day = (month + dt.timedelta(days=32)).replace(day=1) - dt.timedelta(days=1)
+    if not (to_allocation.start_date <= last_day and to_allocation.end_date >= month):
+        problems.append(("to_allocation", f"The allocation does not run in {month:%B %Y}."))
     if to_allocation.funding_source.status == FundingSource.Status.CLOSED:
         problems.append(("to_allocation", "The allocation's funding source is closed."))
     for path in settings.LABGOV_TRANSFER_CHECKS:
@@ -174,7 +180,7 @@ def _problems(
                 (
                     "amount_usd",
                     f"At most ${available:,.10f}".rstrip("0").rstrip(".")
-                    + f" of {from_allocation}'s spend in {start:%B %Y} on {account.name}{where}"
+                    + f" of {from_allocation}'s spend in {month:%B %Y} on {account.name}{where}"
                     " can move: nothing moves spend that was not spent.",
                 )
             )
@@ -307,7 +313,7 @@ def _apply(transfer: CostTransfer, actor, now: dt.datetime) -> None:
     transfer.decided_by = actor
     transfer.decided_at = now
     transfer.save(update_fields=["state", "decided_by", "decided_at", "decision_note"])
-    start, _ = month_period(transfer.month.year, transfer.month.month)
+    start, _ = _period(transfer.institution_id, transfer.month)
     memo = f"Cost transfer #{transfer.pk}: {transfer.justification}"[:300]
     legs = [
         (transfer.from_allocation, -transfer.amount_usd),
