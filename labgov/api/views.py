@@ -50,6 +50,7 @@ from labgov.runpod.selectors import account_for_user, allocations_assignable_by,
 from labgov.runpod.services import resource_assign, sync_request
 from labgov.usage.models import DailySpend, MonthlySpend
 
+
 class ApiViewSet(viewsets.GenericViewSet):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
     throttle_classes = [TokenScopedRateThrottle]
