@@ -9,7 +9,8 @@ from labgov.api.docs import DocsView, SchemaView
 
 app_name = "api"
 
-router = SimpleRouter()
+# Path converters (not regexes): ids are <int:pk>, so a URL's shape is checked before any view.
+router = SimpleRouter(use_regex_path=False)
 router.register("institutions", views.InstitutionViewSet, basename="institution")
 router.register("labs", views.LabViewSet, basename="lab")
 router.register("memberships", views.MembershipViewSet, basename="membership")

@@ -50,8 +50,6 @@ from labgov.runpod.selectors import account_for_user, allocations_assignable_by,
 from labgov.runpod.services import resource_assign, sync_request
 from labgov.usage.models import DailySpend, MonthlySpend
 
-ID = r"[0-9]{1,18}"
-
 
 class ApiViewSet(viewsets.GenericViewSet):
     permission_classes = [IsAuthenticated, TokenScopeAllows]
@@ -59,7 +57,7 @@ class ApiViewSet(viewsets.GenericViewSet):
     pagination_class = PagePagination
     filter_backends = [DjangoFilterBackend, OrderingFilter]
     ordering_fields = ["id"]
-    lookup_value_regex = ID
+    lookup_value_converter = "int"
 
     @property
     def throttle_scope(self) -> str:

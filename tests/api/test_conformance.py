@@ -36,7 +36,7 @@ pytestmark = [
 ]
 
 ROLES = ["inst_admin", "finance", "lab_admin", "member", "outsider"]
-EXAMPLES = 6
+EXAMPLES = 4
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -20,6 +20,10 @@ def test_unknown_path_and_object(world, api):
     body = _problem(client.get(f"/api/v1/funding-sources/{world.funding_source.pk}/"), 404)
     # Not visible and not there read the same: existence is not told.
     assert body == _problem(client.get("/api/v1/funding-sources/999999999/"), 404)
+    # Ids past what any column holds are not there either (never a 500).
+    for huge in ("9223372036854775808", "99999999999999999999999"):
+        _problem(client.get(f"/api/v1/labs/{huge}/"), 404)
+        _problem(client.post(f"/api/v1/alerts/{huge}/acknowledge/"), 404)
 
 
 def test_bad_json_and_media_type(world, api):
