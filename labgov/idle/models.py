@@ -40,7 +40,8 @@ class AutoStopMark(models.Model):
         # stopped by the policy (its data would be lost).
         OWNER_ALLOWS_STOP = "owner_allows_stop", "Owner allows stopping (container disk only)"
 
-    resource = models.ForeignKey("runpod.Resource", on_delete=models.PROTECT, related_name="+")
+    # Goes with its pod when a mistaken connection is removed (the audit log keeps the story).
+    resource = models.ForeignKey("runpod.Resource", on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     reason = models.CharField(max_length=300, blank=True)
     until = models.DateTimeField(null=True, blank=True)
@@ -80,7 +81,8 @@ class StopNotice(models.Model):
 
     OPEN_STATES = (State.WARNED, State.KEPT, State.REFUSED)
 
-    resource = models.ForeignKey("runpod.Resource", on_delete=models.PROTECT, related_name="+")
+    # Goes with its pod when a mistaken connection is removed (the audit log keeps the story).
+    resource = models.ForeignKey("runpod.Resource", on_delete=models.CASCADE, related_name="+")
     lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"

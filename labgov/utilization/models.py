@@ -16,7 +16,9 @@ class Sample(models.Model):
     pk = models.CompositePrimaryKey("resource", "at")
     resource = models.ForeignKey(
         "runpod.Resource",
-        on_delete=models.PROTECT,
+        # Removing a mistaken connection removes its resources and, with them, their samples
+        # (one DELETE by resource, no rows fetched).
+        on_delete=models.CASCADE,
         related_name="+",
         db_index=False,
         db_constraint=False,
@@ -47,7 +49,9 @@ class Hour(models.Model):
     pk = models.CompositePrimaryKey("resource", "hour")
     resource = models.ForeignKey(
         "runpod.Resource",
-        on_delete=models.PROTECT,
+        # Removing a mistaken connection removes its resources and, with them, their samples
+        # (one DELETE by resource, no rows fetched).
+        on_delete=models.CASCADE,
         related_name="+",
         db_index=False,
         db_constraint=False,
