@@ -13,6 +13,7 @@ it until then). One browser, one live server, and one logged-in context per role
 by the whole sweep."""
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from io import StringIO
@@ -277,38 +278,48 @@ def _settled(page) -> None:
     for badge in ("#unread-badge", "#alert-badge"):
         if page.locator(badge).count():
             page.locator(f"{badge}[title]").wait_for(state="attached")
-    page.wait_for_function("!document.querySelector('.htmx-request')")
+    page.locator(".htmx-request").first.wait_for(state="detached")
 
 
 # The states htmx puts a page in, per role: (path, what to do, what then shows).
 def _preset(page):
     page.locator(".presets a").first.click()
-    page.wait_for_function("location.search.includes('start=')")
+    page.wait_for_url(re.compile(r".*[?&]start="))
 
 
 def _sort(page):
     page.locator("#dash-body th a").first.click()
-    page.wait_for_function("location.search.includes('sort=')")
+    page.wait_for_url(re.compile(r".*[?&]sort="))
 
 
 def _search(page):
     page.fill("input[name=q]", "NSF")
-    page.wait_for_function("location.search.includes('q=NSF')")
+    page.wait_for_url(re.compile(r".*[?&]q=NSF"))
 
 
 def _filter_alerts(page):
     page.select_option("select[name=severity]", index=1)
-    page.wait_for_function("location.search.includes('severity=')")
+    page.wait_for_url(re.compile(r".*[?&]severity="))
 
 
 def _estimate(page):
+    page.fill("#id_title", "Fine-tune 8B")
     page.fill("#id_expected_hours", "10")
-    page.locator("[data-figure=total]").wait_for()
+    try:
+        page.locator("[data-figure=total]").wait_for()
+    except Exception:
+        raise AssertionError(page.locator("#estimate").inner_text()) from None
 
 
 def _estimate_errors(page):
     page.fill("#id_gpu_count", "-3")
-    page.locator("#id_gpu_count-error").filter(has_text="1").wait_for()
+    try:
+        page.locator("#id_gpu_count-error").filter(has_text="1").wait_for()
+    except Exception:
+        raise AssertionError(
+            page.locator("#estimate").inner_text()
+            + page.locator(".request-form").inner_html()[:3000]
+        ) from None
 
 
 def _menu_open(page):
