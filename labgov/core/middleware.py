@@ -23,8 +23,9 @@ class HtmxHistoryMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.headers.get("HX-History-Restore-Request") == "true":
+        if request.META.get("HTTP_HX_HISTORY_RESTORE_REQUEST") == "true":
             request.META.pop("HTTP_HX_REQUEST", None)
+            request.__dict__.pop("headers", None)  # read again from META when next asked
         response = self.get_response(request)
         patch_vary_headers(response, ["HX-Request"])
         return response
