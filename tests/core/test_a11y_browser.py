@@ -34,7 +34,7 @@ pytestmark = [
 
 # The demo's people, one per role (seed_demo's PEOPLE).
 ROLES = {"inst_admin": "ada", "finance": "fin", "lab_admin": "pia", "member": "sam"}
-WIDTHS = (1920, 390, 360)
+WIDTHS = (1920, 1366, 390, 360)  # 1,366: an institution admin's menu on one line
 AXE_OPTIONS = {
     "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
     "resultTypes": ["violations"],
@@ -90,6 +90,7 @@ PAGE_ARGS = {
     "alerts:settings_default": lambda d: [d.institution.pk],
     "alerts:detail": lambda d: [d.alert.pk],
     "alerts:pod_action": lambda d: [d.alert.pk, "stop"],
+    "alerts:own_pod_action": lambda d: [d.member_pod.pk, "stop"],
     "accounts:lab_detail": lambda d: [d.lab.pk],
 }
 
@@ -128,13 +129,18 @@ def demo(live_server, sim, at_sim_now):
     from labgov.funding.models import Allocation
     from labgov.provisioning.models import ProvisioningRequest
     from labgov.runpod.models import Resource, RunpodAccount
+    from labgov.runpod.services import resource_assign
 
     call_command("seed_demo", simulator=sim.base_url, stdout=StringIO())
     lab = Lab.objects.get(slug="vision", institution__slug="northfield")
     sam = User.objects.get(username="sam")
     allocation = Allocation.objects.filter(user=sam).first()
     request = _submitted_request(sam, allocation)
-    pod = Resource.objects.filter(current_allocation=allocation, kind="pod").first()
+    # A running pod of the demo's, paid by the member's allocation (theirs to stop).
+    pod = Resource.objects.filter(
+        account__institution=lab.institution, kind="pod", status="RUNNING"
+    ).first()
+    resource_assign(actor=User.objects.get(username="pia"), resource=pod, allocation=allocation)
     return Demo(
         lab=lab,
         institution=lab.institution,
@@ -284,22 +290,22 @@ def _settled(page) -> None:
 # The states htmx puts a page in, per role: (path, what to do, what then shows).
 def _preset(page):
     page.locator(".presets a").first.click()
-    page.wait_for_url(re.compile(r".*[?&]start="))
+    page.wait_for_url(re.compile(r".*[?&]start="), wait_until="commit")
 
 
 def _sort(page):
     page.locator("#dash-body th a").first.click()
-    page.wait_for_url(re.compile(r".*[?&]sort="))
+    page.wait_for_url(re.compile(r".*_sort="), wait_until="commit")
 
 
 def _search(page):
     page.fill("input[name=q]", "NSF")
-    page.wait_for_url(re.compile(r".*[?&]q=NSF"))
+    page.wait_for_url(re.compile(r".*[?&]q=NSF"), wait_until="commit")
 
 
 def _filter_alerts(page):
     page.select_option("select[name=severity]", index=1)
-    page.wait_for_url(re.compile(r".*[?&]severity="))
+    page.wait_for_url(re.compile(r".*[?&]severity="), wait_until="commit")
 
 
 def _estimate(page):
@@ -394,3 +400,81 @@ def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_
     )
     assert sweep.failures == [], "\n".join(sweep.failures)
     assert sweep.overflows == [], "\n".join(sweep.overflows)
+
+
+def test_keyboard_phone_and_back_button_journeys(demo, playwright_browser, live_server):
+    """With the keyboard alone, on a phone and a desktop: the menu opens and closes, focus is
+    visible and lands on what htmx replaced, a date range is in the URL and comes back with
+    the back button, and a member stops their own running pod after confirming."""
+    from labgov.accounts.models import User
+    from labgov.audit.models import AuditEvent
+    from labgov.runpod.models import Resource
+    from labgov.runpod.services import resource_assign
+
+    # A running pod of the demo's, paid by the member's allocation.
+    pod = Resource.objects.filter(account=demo.account, kind="pod", status="RUNNING").first()
+    resource_assign(
+        actor=User.objects.get(username="pia"), resource=pod, allocation=demo.allocation
+    )
+
+    page = logged_in(playwright_browser, live_server, "sam", width=390)
+    page.goto(f"{live_server.url}/")
+    # The menu is folded away on a phone; the first Tab reaches "Skip to content", the next
+    # ones the Menu button, which Enter opens and Escape closes (focus back on the button).
+    assert not page.locator("#menu").is_visible()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    toggle = page.locator(".menu-toggle")
+    toggle.focus()
+    page.keyboard.press("Enter")
+    page.locator("#menu").wait_for(state="visible")
+    assert toggle.get_attribute("aria-expanded") == "true"
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    page.keyboard.press("Escape")
+    page.locator("#menu").wait_for(state="hidden")
+    assert page.evaluate("document.activeElement.classList.contains('menu-toggle')")
+    # Focus is drawn where it is.
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"
+
+    # The member stops their own running pod from My spend: Tab to it, Enter, confirm.
+    page.set_viewport_size({"width": 1920, "height": 900})
+    page.goto(f"{live_server.url}/spend/me/")
+    row = page.locator(f"#pod-{pod.pk}")
+    assert "per hour" in row.locator("[data-figure=pod-cost]").inner_text()
+    row.get_by_role("link", name=re.compile("^Stop")).focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/pods/\d+/stop/$"))
+    assert "per month while stopped" in page.locator("[data-figure=stop-cost]").inner_text()
+    page.get_by_role("button", name="Yes, stop it").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/spend/me/$"))
+    assert "per month" in page.locator(f"#pod-{pod.pk} [data-figure=pod-cost]").inner_text()
+    assert page.locator(f"#pod-{pod.pk}").get_by_role("link", name=re.compile("^Start")).count()
+    assert AuditEvent.objects.filter(action="runpod.pod_stop", actor__username="sam").exists()
+
+    # A lab admin picks "last month" with the keyboard: the region htmx replaced has the
+    # focus, the URL says the range, and the back button brings the first range back.
+    admin = logged_in(playwright_browser, live_server, "pia")
+    admin.goto(f"{live_server.url}/spend/labs/{demo.lab.pk}/")
+    first_url = admin.url
+    first_start = admin.locator("input[name=start]").input_value()
+    preset = admin.locator(".presets a").first
+    preset.focus()
+    admin.keyboard.press("Enter")
+    admin.wait_for_url(re.compile(r".*[?&]start="), wait_until="commit")
+    admin.locator("#dash-body").wait_for()
+    _settled(admin)
+    assert admin.evaluate("document.activeElement.id") == "dash-body"
+    chosen = admin.locator("input[name=start]").input_value()
+    assert chosen != first_start
+    bookmark = admin.url
+    admin.go_back()
+    admin.wait_for_url(first_url, wait_until="commit")
+    admin.locator("input[name=start]").wait_for()
+    assert admin.locator("input[name=start]").input_value() == first_start
+    # The bookmarked URL opens on the chosen range.
+    admin.goto(bookmark)
+    assert admin.locator("input[name=start]").input_value() == chosen
+    page.context.close()
+    admin.context.close()
