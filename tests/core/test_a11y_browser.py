@@ -261,7 +261,8 @@ class Sweep:
     def fits(self, page, label: str) -> None:
         width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         if width[0] > width[1]:
-            self.overflows.append(f"{label}: {width[0]} px wide in {width[1]} px")
+            culprit = page.evaluate(WIDEST)
+            self.overflows.append(f"{label}: {width[0]} px wide in {width[1]} px ({culprit})")
 
 
 # A page's make: the set of its elements' kinds, each with its parent's kind.
@@ -275,6 +276,18 @@ SIGNATURE = """() => {
     kinds.add(kind(e) + '<' + (e.parentElement ? kind(e.parentElement) : ''));
   }
   return [...kinds].sort().join('\\n');
+}"""
+
+
+# The outermost element sticking out of the window, not inside a box that scrolls.
+WIDEST = """() => {
+  const scrolls = (e) => { for (let a = e.parentElement; a; a = a.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return true; } return false; };
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.getBoundingClientRect().right > innerWidth + 1 && !scrolls(e))
+      return e.tagName + '.' + e.className + ' ' + (e.id || '');
+  }
+  return '';
 }"""
 
 
