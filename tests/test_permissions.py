@@ -59,7 +59,14 @@ GET_PAGES = {
         lambda w: reverse("funding:import"),
         {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 403, "outsider": 200},
     ),
-    "lab list": (lambda w: reverse("accounts:lab_list"), dict.fromkeys(ROLES[:-1], 200)),
+    "lab list": (
+        lambda w: reverse("accounts:lab_list"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},
+    ),
+    "unattributed queue": (
+        lambda w: reverse("runpod:unattributed"),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 200},
+    ),
     "lab new": (
         lambda w: reverse("accounts:lab_new"),
         {"inst_admin": 200, "finance": 403, "lab_admin": 403, "member": 403, "outsider": 200},

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -34,11 +35,17 @@ def _lab_for_user(user, pk: int, *, manage: bool = False) -> Lab:
     scope = access.scope_for(user)
     if manage:
         access.deny_unless(access.can_manage_lab(user, lab.pk))
-    else:
-        access.deny_unless(
-            access.can_manage_lab(user, lab.pk) or lab.institution_id in scope.money_institutions
-        )
+    elif not (
+        access.can_manage_lab(user, lab.pk) or lab.institution_id in scope.money_institutions
+    ):
+        raise PermissionDenied(_LAB_PAGES_ARE_FOR)
     return lab
+
+
+_LAB_PAGES_ARE_FOR = (
+    "A lab's page is for its lab admins, finance and institution admins: your allocations "
+    "are under Funding, your spend under My spend."
+)
 
 
 def _roles_user_may_grant(user, lab: Lab):
@@ -51,6 +58,8 @@ def _roles_user_may_grant(user, lab: Lab):
 @require_http_methods(["GET"])
 def lab_list(request):
     scope = access.scope_for(request.user)
+    if scope.member_labs and not (scope.managed_labs or scope.money_institutions):
+        raise PermissionDenied(_LAB_PAGES_ARE_FOR)
     labs = Lab.objects.filter(access.labs_q(request.user)).select_related("institution")
     return render(
         request,

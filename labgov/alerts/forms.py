@@ -88,6 +88,9 @@ class AlertFilterForm(BoundedForm):
     def __init__(self, *args, labs=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["lab"].choices = [("", "Any lab"), *labs]
+        # The filters stand without visible labels; a screen reader still names each one.
+        for name, field in self.fields.items():
+            field.widget.attrs.setdefault("aria-label", name.capitalize())
 
 
 class SnoozeForm(BoundedForm):

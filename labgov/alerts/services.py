@@ -15,6 +15,7 @@ from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.models import Resource, ResourceKind
+from labgov.runpod.pricing import pod_storage_monthly_usd
 from labgov.runpod.types import PodStatus
 
 MAX_SNOOZE_DAYS = 90
@@ -165,47 +166,133 @@ def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:
     ]
 
 
+def _pod_call(resource: Resource, action: str, client_factory: Callable | None):
+    """Stop, start or terminate a pod on Runpod (outside any transaction: it is a network
+    call). Runpod's refusal is a DomainError in words."""
+    from labgov.runpod.services import write_client_for_account
+
+    factory = client_factory or write_client_for_account
+    try:
+        with factory(resource.account) as client:
+            return client.pod_action(resource.runpod_id, action)
+    except RunpodError as exc:
+        raise DomainError(f"Could not {action} the pod on Runpod: {exc.message}") from exc
+
+
+def _pod_record(*, actor, resource: Resource, action: str, pod, institution_id, alert_id, note):
+    """The pod's new status and the audit event, in the caller's transaction."""
+    now = timezone.now()
+    locked = Resource.objects.select_for_update().get(pk=resource.pk)
+    before = {"status": locked.status}
+    if action == "terminate":
+        locked.status = PodStatus.TERMINATED
+        locked.gone_at = now
+        locked.cost_per_hr_usd = 0
+    elif pod is not None:
+        locked.status = pod.status
+        locked.cost_per_hr_usd = pod.cost_per_hr_usd
+    else:
+        locked.status = PodStatus.EXITED if action == "stop" else PodStatus.STARTING
+    locked.status_changed_at = now
+    locked.save(update_fields=["status", "status_changed_at", "gone_at", "cost_per_hr_usd"])
+    after = {"status": locked.status}
+    if alert_id is not None:
+        after["alert_id"] = alert_id
+    event = audit_record(
+        actor=actor,
+        action=f"runpod.pod_{action}",
+        target=locked,
+        institution_id=institution_id,
+        before=before,
+        after=after,
+        note=note,
+    )
+    return locked, event
+
+
+def owns_pod(user, resource: Resource) -> bool:
+    """The pod is paid by an allocation the person holds, and they are still in its lab (an
+    ended member keeps seeing their pod but no longer runs it)."""
+    allocation = resource.current_allocation
+    return (
+        resource.kind == ResourceKind.POD
+        and allocation is not None
+        and allocation.user_id == user.pk
+        # The signed-in person's own roles, read once per request (an ended membership
+        # grants nothing).
+        and allocation.funding_source.lab_id
+        in (access.scope_for(user).member_labs | access.scope_for(user).admin_labs)
+    )
+
+
+def stopped_monthly_usd(resource: Resource):
+    """What the pod bills per month once stopped: its volume disk, at the stopped rate."""
+    return pod_storage_monthly_usd(
+        status=PodStatus.EXITED,
+        container_disk_gb=resource.container_disk_gb,
+        volume_disk_gb=resource.volume_disk_gb,
+    )
+
+
+def own_pod_actions_for(user, resource: Resource) -> list[tuple[str, str]]:
+    """What a person may do to a pod of their own from their own page: stop and start, as
+    from its alert (OWNER_ACTIONS); terminating stays with lab admins."""
+    if resource.gone_at is not None or not owns_pod(user, resource):
+        return []
+    return [
+        (action, POD_ACTIONS[action][0])
+        for action in OWNER_ACTIONS
+        if resource.status in POD_ACTIONS[action][1]
+    ]
+
+
+def own_pod_action(
+    *, actor, resource: Resource, action: str, client_factory: Callable | None = None
+) -> Resource:
+    """The owner stops or starts their pod from their own page: the same call, record and
+    audit as from an alert; an open alert the action ends is resolved by them."""
+    access.deny_unless(action in OWNER_ACTIONS and owns_pod(actor, resource))
+    if action not in dict(own_pod_actions_for(actor, resource)):
+        status = (resource.status or "gone").lower() if resource.gone_at is None else "gone"
+        raise DomainError(f"You cannot have the pod {PAST[action]} now (it is {status}).")
+    pod = _pod_call(resource, action, client_factory)
+    with transaction.atomic():
+        locked, _event = _pod_record(
+            actor=actor,
+            resource=resource,
+            action=action,
+            pod=pod,
+            institution_id=resource.account.institution_id,
+            alert_id=None,
+            note="By its owner, from their own page",
+        )
+        for alert in Alert.objects.filter(resource=locked, resolved_at__isnull=True):
+            if _ends_condition(alert, action):
+                alert_resolve(
+                    actor=actor, alert=alert, note=f"Pod {PAST[action]} by its owner.", check=False
+                )
+    return locked
+
+
 def alert_pod_action(
     *, actor, alert: Alert, action: str, client_factory: Callable | None = None
 ) -> Alert:
     """Stop, start or terminate the alert's pod on Runpod, then record it: the pod's new
     status, an audit event, and (when the action ends the waste) the alert resolved by the
     actor. Runpod's refusal is a DomainError in words, and nothing is recorded."""
-    from labgov.runpod.services import write_client_for_account
-
     access.deny_unless(may_act_on_pod(actor, alert, action))
     if action not in dict(pod_actions_for(actor, alert)):
         status = alert.resource.status.lower() if alert.resource else "gone"
         raise DomainError(f"You cannot have the pod {PAST[action]} now (it is {status}).")
-    resource = alert.resource
-    factory = client_factory or write_client_for_account
-    try:
-        with factory(resource.account) as client:
-            pod = client.pod_action(resource.runpod_id, action)
-    except RunpodError as exc:
-        raise DomainError(f"Could not {action} the pod on Runpod: {exc.message}") from exc
-    now = timezone.now()
+    pod = _pod_call(alert.resource, action, client_factory)
     with transaction.atomic():
-        locked = Resource.objects.select_for_update().get(pk=resource.pk)
-        before = {"status": locked.status}
-        if action == "terminate":
-            locked.status = PodStatus.TERMINATED
-            locked.gone_at = now
-            locked.cost_per_hr_usd = 0
-        elif pod is not None:
-            locked.status = pod.status
-            locked.cost_per_hr_usd = pod.cost_per_hr_usd
-        else:
-            locked.status = PodStatus.EXITED if action == "stop" else PodStatus.STARTING
-        locked.status_changed_at = now
-        locked.save(update_fields=["status", "status_changed_at", "gone_at", "cost_per_hr_usd"])
-        event = audit_record(
+        locked, event = _pod_record(
             actor=actor,
-            action=f"runpod.pod_{action}",
-            target=locked,
+            resource=alert.resource,
+            action=action,
+            pod=pod,
             institution_id=alert.institution_id,
-            before=before,
-            after={"status": locked.status, "alert_id": alert.pk},
+            alert_id=alert.pk,
             note=f"From alert #{alert.pk}: {alert.title}",
         )
         _tell_owner(actor, alert, locked, action, event_id=event.pk)

@@ -21,4 +21,5 @@ urlpatterns = [
         name="transition",
     ),
     path("<int:pk>/pod/<str:action>/", views.alert_pod_action, name="pod_action"),
+    path("pods/<int:resource_id>/<str:action>/", views.own_pod_action, name="own_pod_action"),
 ]

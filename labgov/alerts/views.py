@@ -18,6 +18,7 @@ from labgov.audit.models import AuditEvent
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC
 from labgov.dashboard.tables import DATE, MONEY, Column, Row, Table, csv_response
+from labgov.runpod.selectors import resources_for_user
 
 
 def _apply_error(form, exc: DomainError) -> None:
@@ -215,7 +216,48 @@ def alert_pod_action(request, pk: int, action: str):
     return render(
         request,
         "alerts/confirm_pod_action.html",
-        {"alert": alert, "action": action, "label": allowed[action], "resource": alert.resource},
+        {
+            "alert": alert,
+            "action": action,
+            "label": allowed[action],
+            "resource": alert.resource,
+            "cancel_url": reverse("alerts:detail", args=[alert.pk]),
+            "stopped_monthly_usd": services.stopped_monthly_usd(alert.resource),
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def own_pod_action(request, resource_id: int, action: str):
+    """A pod's owner stops or starts it from their own page (My spend): GET asks, saying what
+    it costs; POST does it, as from its alert."""
+    resource = access.get_or_404(resources_for_user(request.user), pk=resource_id)
+    access.deny_unless(
+        action in services.OWNER_ACTIONS and services.owns_pod(request.user, resource)
+    )
+    if request.method == "POST":
+        try:
+            services.own_pod_action(actor=request.user, resource=resource, action=action)
+        except DomainError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Pod {services.PAST[action]} on Runpod.")
+        return redirect("dashboard:me")
+    allowed = dict(services.own_pod_actions_for(request.user, resource))
+    if action not in allowed:
+        messages.error(request, f"The pod cannot be {services.PAST[action]} now.")
+        return redirect("dashboard:me")
+    return render(
+        request,
+        "alerts/confirm_pod_action.html",
+        {
+            "action": action,
+            "label": allowed[action],
+            "resource": resource,
+            "cancel_url": reverse("dashboard:me"),
+            "stopped_monthly_usd": services.stopped_monthly_usd(resource),
+        },
     )
 
 

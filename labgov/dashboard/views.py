@@ -9,6 +9,7 @@ from labgov.dashboard.selectors import (
     home_for_user,
     institution_dashboard,
     lab_dashboard,
+    my_pods,
     student_dashboard,
 )
 from labgov.dashboard.tables import csv_response
@@ -20,7 +21,7 @@ def home(request):
     return render(request, "dashboard/home.html", {"data": home_for_user(request.user)})
 
 
-def _respond(request, template: str, data, *, slug: str):
+def _respond(request, template: str, data, *, slug: str, extra=None):
     """The page; its #body fragment for htmx (filters and sorting); or one of its tables as
     CSV (?format=csv&table=NAME) with the same filters and order."""
     if request.GET.get("format") == "csv":
@@ -32,7 +33,7 @@ def _respond(request, template: str, data, *, slug: str):
         template += "#body"
     # The range form keeps the sort orders and the chosen lab when the dates change.
     keep = [(k, v) for k, v in request.GET.items() if k.endswith("_sort") or k == "lab"]
-    response = render(request, template, {"data": data, "keep": keep})
+    response = render(request, template, {"data": data, "keep": keep, **(extra or {})})
     # The same URL answers a page or a fragment: caches must tell them apart.
     patch_vary_headers(response, ("HX-Request",))
     return response
@@ -56,7 +57,8 @@ def lab(request, pk: int):
 @require_GET
 def me(request):
     data = student_dashboard(request.user, request.GET)
-    return _respond(request, "dashboard/me.html", data, slug="my-spend")
+    extra = None if request.htmx else {"my_pods": my_pods(request.user)}
+    return _respond(request, "dashboard/me.html", data, slug="my-spend", extra=extra)
 
 
 @login_required

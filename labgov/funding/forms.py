@@ -3,6 +3,7 @@ from django import forms
 from labgov.accounts.models import Membership, Role, User
 from labgov.core.bounds import BoundedForm
 from labgov.funding.models import Allocation, FundingSource
+from labgov.funding.services import allocation_value_problems, funding_value_problems
 
 _DATE = forms.DateInput(attrs={"type": "date"})
 
@@ -33,6 +34,15 @@ class FundingSourceForm(BoundedForm):
         else:
             self.fields["lab"].queryset = labs
 
+    def clean(self):
+        # Every rule the values break at once (the service checks them again, first first).
+        data = super().clean()
+        names = ("name", "start_date", "end_date", "amount_usd", "indirect_cost_rate_percent")
+        for field, message in funding_value_problems(**{n: data.get(n) for n in names}):
+            if field not in self.errors:
+                self.add_error(field, message)
+        return data
+
 
 class AllocationForm(BoundedForm):
     bounded_model = Allocation
@@ -47,6 +57,7 @@ class AllocationForm(BoundedForm):
 
     def __init__(self, *args, funding_source: FundingSource, actor=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.funding_source = funding_source
         member_ids = (
             Membership.objects.active()
             .filter(lab_id=funding_source.lab_id, role__in=[Role.MEMBER, Role.LAB_ADMIN])
@@ -57,6 +68,18 @@ class AllocationForm(BoundedForm):
             # Nobody allocates to themselves (funding/services.py says why).
             people = people.exclude(pk=actor.pk)
         self.fields["user"].queryset = people.order_by("last_name", "username")
+
+    def clean(self):
+        # Every rule the values break at once (the service checks them again, first first).
+        data = super().clean()
+        names = ("user", "project_name", "cap_usd", "start_date", "end_date")
+        values = {n: data.get(n) for n in names}
+        for field, message in allocation_value_problems(
+            funding_source=self.funding_source, **values
+        ):
+            if field not in self.errors:
+                self.add_error(field, message)
+        return data
 
 
 class GrantImportForm(forms.Form):

@@ -1,9 +1,14 @@
 from labgov.accounts import access
-from labgov.funding.models import FundingSource
+from labgov.funding.models import Allocation, FundingSource
 
 
 def funding_source_list_for_user(user):
     return FundingSource.objects.for_dashboard(user)
+
+
+def my_allocations(user) -> list:
+    """The allocations a person holds, with their figures."""
+    return list(Allocation.objects.for_dashboard(user).filter(user=user))
 
 
 def funding_source_for_user(user, pk: int, *, write: bool = False) -> FundingSource:

@@ -32,6 +32,38 @@ def _usd(amount: Decimal) -> str:
     return f"${amount:,.2f}"
 
 
+def funding_value_problems(
+    *,
+    name: str | None = None,
+    start_date: dt.date | None = None,
+    end_date: dt.date | None = None,
+    amount_usd: Decimal | None = None,
+    indirect_cost_rate_percent: Decimal | None = None,
+    kind: str | None = None,
+    status: str | None = None,
+) -> list[tuple[str, str]]:
+    """Every rule a funding source's values break, as (field, message): a form reports them
+    all at once; a value not given (None) is not checked."""
+    problems = []
+    if name is not None and not name.strip():
+        problems.append(("name", "A funding source needs a name."))
+    if kind is not None and kind not in FundingSource.Kind.values:
+        problems.append(("kind", f"Unknown kind {kind!r}."))
+    if status is not None and status not in FundingSource.Status.values:
+        problems.append(("status", f"Unknown status {status!r}."))
+    if start_date is not None and end_date is not None and end_date < start_date:
+        problems.append(("end_date", "The end date is before the start date."))
+    if amount_usd is not None and amount_usd < 0:
+        problems.append(("amount_usd", "The amount cannot be negative."))
+    elif amount_usd is not None and amount_usd != amount_usd.quantize(Decimal("0.01")):
+        problems.append(("amount_usd", "The amount has more than two decimal places."))
+    if indirect_cost_rate_percent is not None and not (0 <= indirect_cost_rate_percent <= 200):
+        problems.append(
+            ("indirect_cost_rate_percent", "The indirect-cost rate must be between 0 and 200 %.")
+        )
+    return problems
+
+
 def validate_funding_values(
     *,
     name: str,
@@ -42,23 +74,18 @@ def validate_funding_values(
     kind: str,
     status: str,
 ) -> None:
-    if not name.strip():
-        raise DomainError("A funding source needs a name.", field="name")
-    if kind not in FundingSource.Kind.values:
-        raise DomainError(f"Unknown kind {kind!r}.", field="kind")
-    if status not in FundingSource.Status.values:
-        raise DomainError(f"Unknown status {status!r}.", field="status")
-    if end_date < start_date:
-        raise DomainError("The end date is before the start date.", field="end_date")
-    if amount_usd < 0:
-        raise DomainError("The amount cannot be negative.", field="amount_usd")
-    if amount_usd != amount_usd.quantize(Decimal("0.01")):
-        raise DomainError("The amount has more than two decimal places.", field="amount_usd")
-    if indirect_cost_rate_percent is not None and not (0 <= indirect_cost_rate_percent <= 200):
-        raise DomainError(
-            "The indirect-cost rate must be between 0 and 200 %.",
-            field="indirect_cost_rate_percent",
-        )
+    problems = funding_value_problems(
+        name=name,
+        start_date=start_date,
+        end_date=end_date,
+        amount_usd=amount_usd,
+        indirect_cost_rate_percent=indirect_cost_rate_percent,
+        kind=kind,
+        status=status,
+    )
+    if problems:
+        field, message = problems[0]
+        raise DomainError(message, field=field)
 
 
 def _check_award_number_free(institution_id: int, award_number: str, exclude_pk=None) -> None:
@@ -216,6 +243,40 @@ def funding_source_update(*, actor, funding_source: FundingSource, **changes) ->
     return locked
 
 
+def allocation_value_problems(
+    *,
+    funding_source: FundingSource,
+    user=None,
+    project_name: str | None = None,
+    cap_usd: Decimal | None = None,
+    start_date: dt.date | None = None,
+    end_date: dt.date | None = None,
+) -> list[tuple[str, str]]:
+    """Every rule an allocation's own values break, as (field, message), for a form to report
+    them all at once; a value not given (None) is not checked."""
+    problems = []
+    if user is None and project_name is not None and not project_name.strip():
+        problems.append(("user", "An allocation is for a person or a named project."))
+    if cap_usd is not None and cap_usd < 0:
+        problems.append(("cap_usd", "The cap cannot be negative."))
+    elif cap_usd is not None and cap_usd != cap_usd.quantize(Decimal("0.01")):
+        problems.append(("cap_usd", "The cap has more than two decimal places."))
+    if start_date is not None and end_date is not None and end_date < start_date:
+        problems.append(("end_date", "The end date is before the start date."))
+    elif start_date is not None and start_date < funding_source.start_date:
+        problems.append(("start_date", _outside_period(funding_source)))
+    elif end_date is not None and end_date > funding_source.end_date:
+        problems.append(("end_date", _outside_period(funding_source)))
+    return problems
+
+
+def _outside_period(funding_source: FundingSource) -> str:
+    return (
+        "The allocation must lie within the funding period "
+        f"({funding_source.start_date:%Y-%m-%d} to {funding_source.end_date:%Y-%m-%d})."
+    )
+
+
 def _validate_allocation(
     *,
     funding_source: FundingSource,
@@ -226,20 +287,17 @@ def _validate_allocation(
     end_date: dt.date,
     exclude_pk=None,
 ) -> None:
-    if user is None and not project_name.strip():
-        raise DomainError("An allocation is for a person or a named project.", field="user")
-    if cap_usd < 0:
-        raise DomainError("The cap cannot be negative.", field="cap_usd")
-    if cap_usd != cap_usd.quantize(Decimal("0.01")):
-        raise DomainError("The cap has more than two decimal places.", field="cap_usd")
-    if end_date < start_date:
-        raise DomainError("The end date is before the start date.", field="end_date")
-    if start_date < funding_source.start_date or end_date > funding_source.end_date:
-        raise DomainError(
-            "The allocation must lie within the funding period "
-            f"({funding_source.start_date:%Y-%m-%d} to {funding_source.end_date:%Y-%m-%d}).",
-            field="start_date" if start_date < funding_source.start_date else "end_date",
-        )
+    problems = allocation_value_problems(
+        funding_source=funding_source,
+        user=user,
+        project_name=project_name,
+        cap_usd=cap_usd,
+        start_date=start_date,
+        end_date=end_date,
+    )
+    if problems:
+        field, message = problems[0]
+        raise DomainError(message, field=field)
     if user is not None and not (
         Membership.objects.active()
         .filter(user=user, lab_id=funding_source.lab_id, role__in=[Role.MEMBER, Role.LAB_ADMIN])

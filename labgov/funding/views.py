@@ -27,6 +27,7 @@ from labgov.funding.proposals import (
 from labgov.funding.selectors import (
     funding_source_for_user,
     funding_source_list_for_user,
+    my_allocations,
 )
 from labgov.funding.services import (
     allocation_create,
@@ -66,8 +67,12 @@ def funding_list(request):
     sort = request.GET.get("sort", "end")
     sources = sources.order_by(*SORTS.get(sort, SORTS["end"]))
     page = Paginator(sources, 50).get_page(request.GET.get("page"))
+    scope = access.scope_for(request.user)
     context = {
         "page": page,
+        # A member sees no funding source: only the allocations they hold.
+        "sees_sources": bool(scope.money_institutions or scope.admin_labs),
+        "my_allocations": [] if request.htmx else my_allocations(request.user),
         "query": query,
         "status": status or "",
         "sort": sort,

@@ -45,13 +45,20 @@ def notify(
     dedupe_key: str,
     severity: str | None = None,
     lab: Lab | None = None,
+    thread_key: str | None = None,
 ) -> list[int]:
     """Notify each recipient once per dedupe key, in the app; email critical notifications
     after commit (the others wait for the daily digest); and when `lab` has an active webhook
     that wants this severity, post the event there once (not once per recipient).
 
+    With `thread_key`, the events of one story (a request approved, being created, running)
+    are one notification per person that each event updates: its words, kind and severity
+    become the latest event's, it is unread again, and it is emailed again (at once when
+    critical, else in the next digest). The webhook still hears of every event.
+
     `severity` defaults to the kind's registered default ("info" for unregistered kinds).
-    Returns the ids of the notifications created now (none for ones that existed)."""
+    Returns the ids of the notifications created or updated now (none for ones that
+    existed)."""
     severity = severity or get_kind(kind).default_severity
     if severity not in SEVERITY_RANK:
         raise ValueError(f"Unknown severity {severity!r}")
@@ -63,6 +70,17 @@ def notify(
     people = {r.pk: r for r in recipients if r is not None and r.pk is not None}
     if not people:
         return []
+    if thread_key is not None:
+        return _notify_thread(
+            people=list(people),
+            kind=kind,
+            severity=severity,
+            lab=lab,
+            subject=subject,
+            body=body,
+            url=url,
+            thread_key=thread_key,
+        )
     existing = set(
         Notification.objects.filter(dedupe_key=dedupe_key, recipient_id__in=people).values_list(
             "recipient_id", flat=True
@@ -94,6 +112,51 @@ def notify(
         Notification.objects.filter(
             dedupe_key=dedupe_key, recipient_id__in=fresh, created_at=now
         ).values_list("pk", flat=True)
+    )
+    if severity == Severity.CRITICAL:
+        for pk in ids:
+            task_enqueue_on_commit("labgov.notifications.tasks.send_notification_email", pk)
+    return ids
+
+
+def _notify_thread(*, people, kind, severity, lab, subject, body, url, thread_key) -> list[int]:
+    now = timezone.now()
+    rows = Notification.objects.filter(dedupe_key=thread_key, recipient_id__in=people)
+    rows.update(
+        kind=kind,
+        severity=severity,
+        subject=subject,
+        body=body,
+        url=url,
+        created_at=now,
+        read_at=None,
+        emailed_at=None,
+        email_claim="",
+        email_skipped=False,
+    )
+    existing = set(rows.values_list("recipient_id", flat=True))
+    Notification.objects.bulk_create(
+        [
+            Notification(
+                recipient_id=pk,
+                kind=kind,
+                severity=severity,
+                lab=lab,
+                subject=subject,
+                body=body,
+                url=url,
+                dedupe_key=thread_key,
+                created_at=now,
+            )
+            for pk in people
+            if pk not in existing
+        ],
+        ignore_conflicts=True,
+    )
+    ids = list(
+        Notification.objects.filter(dedupe_key=thread_key, recipient_id__in=people).values_list(
+            "pk", flat=True
+        )
     )
     if severity == Severity.CRITICAL:
         for pk in ids:

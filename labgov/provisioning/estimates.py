@@ -76,6 +76,9 @@ class Stop:
 
     hours_lost: Decimal
     cost_usd: Decimal
+    # hours_lost = redo_hours (work since the last checkpoint) + restart_hours
+    redo_hours: Decimal = ZERO
+    restart_hours: Decimal = ZERO
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,14 @@ def unplanned_stop(
     redo_hours = hours
     if checkpoint is not None and checkpoint.interval_minutes:
         redo_hours = min(hours, checkpoint.interval_minutes / MINUTES_PER_HOUR)
-    lost = redo_hours + _dec(restart_minutes) / MINUTES_PER_HOUR
-    return Stop(hours_lost=lost, cost_usd=lost * hourly_rate_usd)
+    restart_hours = _dec(restart_minutes) / MINUTES_PER_HOUR
+    lost = redo_hours + restart_hours
+    return Stop(
+        hours_lost=lost,
+        cost_usd=lost * hourly_rate_usd,
+        redo_hours=redo_hours,
+        restart_hours=restart_hours,
+    )
 
 
 def _network_monthly(gb: int) -> Decimal:

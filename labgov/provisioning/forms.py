@@ -104,6 +104,11 @@ class RequestForm(BoundedForm):
         self.fields["gpu_type_id"].choices = [
             (g.gpu_id, f"{g.name} ({g.memory_gb} GB)") for g in gpus
         ]
+        # Each field is described by its help text and by its error, which the live estimate
+        # fills in beside it (templates/provisioning/field.html).
+        for name, field in self.fields.items():
+            described = [f"id_{name}-help"] if field.help_text else []
+            field.widget.attrs["aria-describedby"] = " ".join([*described, f"id_{name}-error"])
 
     def clean(self):
         data = super().clean()
@@ -136,7 +141,10 @@ class RequestForm(BoundedForm):
 
 
 class DenyForm(BoundedForm):
-    reason = forms.CharField(max_length=2000, widget=forms.TextInput(attrs={"size": 30}))
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.TextInput(attrs={"size": 30, "aria-label": "Reason for denying"}),
+    )
 
 
 class MarkProvisionedForm(BoundedForm):

@@ -1,5 +1,6 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.shortcuts import redirect, render
@@ -270,6 +271,12 @@ def resource_list(request):
 @login_required
 @require_http_methods(["GET"])
 def unattributed_queue(request):
+    scope = access.scope_for(request.user)
+    if not (scope.managed_labs or scope.money_institutions):
+        raise PermissionDenied(
+            "The unattributed queue is for lab admins, finance and institution admins: "
+            "your own resources are under Resources."
+        )
     queue = unattributed_queue_for_user(request.user)
     page = Paginator(with_billed_range(queue), 50).get_page(request.GET.get("page"))
     # The choices are read once and reused in every row's form.

@@ -137,9 +137,13 @@ def test_funding_list_sorting(world, client_for):
     assert page.index(world.other_funding_source.name) < page.index(world.funding_source.name)
 
 
-def test_member_funding_list_is_empty(world, client_for):
+def test_member_funding_list_shows_only_their_allocations(world, client_for):
     page = client_for(world.member).get(reverse("funding:list")).content.decode()
-    assert world.funding_source.name not in page
+    # Their allocation names its funding source, which they cannot open; no source table.
+    assert "My allocations" in page and world.funding_source.name in page
+    assert reverse("funding:detail", args=[world.funding_source.pk]) not in page
+    assert world.other_funding_source.name not in page
+    assert 'id="funding-table"' not in page
 
 
 def test_import_view_reports_bad_rows(world, client_for):

@@ -115,8 +115,34 @@ def test_approve_commits_the_estimate(submitted, world):
         "provisioning_request.approve",
         "provisioning_request.provision",
     ]
-    approve_notes = Notification.objects.filter(kind="provisioning.approve")
-    assert {n.recipient for n in approve_notes} == {world.member}
+    # Approved and being created is one notification for the requester, saying the latest.
+    note = Notification.objects.get(recipient=world.member)
+    assert note.kind == "provisioning.provision"
+    assert note.subject == f"Request #{req.pk} is being created on Runpod: {req.title}"
+
+
+def test_one_notification_follows_a_request_from_approval_to_running(submitted, world):
+    req = submitted(
+        deployment_model="serverless",
+        requests_per_day=D(1000),
+        seconds_per_request=D("3.6"),
+        duration_days=D(30),
+        gpu_count=1,
+        image="",
+    )
+    req = request_approve(actor=world.lab_admin, req=req)
+    note = Notification.objects.get(recipient=world.member)
+    assert note.kind == "provisioning.approve"
+    Notification.objects.filter(pk=note.pk).update(
+        read_at=timezone.now(), emailed_at=timezone.now()
+    )
+    account = RunpodAccountFactory(institution=world.institution)
+    request_mark_provisioned(actor=world.lab_admin, req=req, account=account, runpod_id="ep-1")
+    assert Notification.objects.filter(recipient=world.member).count() == 1
+    note.refresh_from_db()
+    assert note.kind == "provisioning.provisioned"
+    assert note.subject.startswith(f"Request #{req.pk} is running on Runpod")
+    assert note.read_at is None and note.emailed_at is None  # news again, in the next digest
 
 
 def test_serverless_approval_waits_to_be_marked_provisioned(submitted, world):

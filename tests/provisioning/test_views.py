@@ -49,11 +49,36 @@ def test_estimate_fragment_shows_the_seeds_figures(world, catalog, client_for):
     assert 'data-figure="compute">$351.20<' in page
     assert 'data-figure="total">$351.20<' in page
     assert 'data-figure="stop">$40.97<' in page
-    assert "$392.17 in all" in page
+    # The stop's terms spelled out: hours lost, of which the restart, at the whole pod's rate.
+    assert (
+        "1.17 hours lost (1 h of work since the last checkpoint + 0.17 h to restart) × $35.12 "
+        "per hour for the whole pod (8 × H100 SXM). With one such stop the estimate becomes "
+        "$392.17." in " ".join(page.split())
+    )
     assert 'data-figure="checkpoint-size">112 GB' in page
     assert 'data-figure="save-time">560 s' in page
     assert "at least 93 min" in page
     assert 'data-code="checkpoint_interval_short"' in page
+
+
+def test_estimate_shows_each_invalid_field_beside_it_with_its_bound(world, catalog, client_for):
+    """-3 GPUs is not estimated as 1 GPU, nor huge hours as none: each refused value is
+    named in the panel and its error replaces the one beside its field (out of band)."""
+    response = client_for(world.member).get(
+        reverse("provisioning:estimate"),
+        _form(world, gpu_count="-3", expected_hours="1" + "0" * 15, title=""),
+        HTTP_HX_REQUEST="true",
+    )
+    page = " ".join(response.content.decode().split())
+    assert 'data-figure="total"' not in page
+    assert "Not estimated until these 2 fields are fixed" in page
+    gpu_slot = page.split('id="id_gpu_count-error"')[1].split("</div>")[0]
+    assert 'hx-swap-oob="true"' in gpu_slot
+    assert "greater than or equal to 1." in gpu_slot
+    hours_slot = page.split('id="id_expected_hours-error"')[1].split("</div>")[0]
+    assert "less than or equal to" in hours_slot
+    # An empty required field is not an error while typing; the slot is emptied.
+    assert 'id="id_title-error" class="field-error" hx-swap-oob="true"></div>' in page
 
 
 def test_estimate_shows_policy_reasons(world, catalog, client_for):
@@ -73,7 +98,9 @@ def test_estimate_ignores_someone_elses_allocation(world, catalog, client_for):
         .get(reverse("provisioning:estimate"), _form(world, allocation=other.pk))
         .content.decode()
     )
-    assert "Choose an allocation" in page
+    assert 'data-figure="total"' not in page
+    assert "Paid by</a>: Select a valid choice" in page
+    assert "left" not in page  # nothing of the other allocation's figures
 
 
 def test_form_page_wires_htmx_to_the_estimate(world, catalog, client_for):

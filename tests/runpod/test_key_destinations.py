@@ -315,14 +315,23 @@ def test_the_listener_does_receive_keys_it_is_allowed_to(listener):
 
 
 @override_settings(DEBUG=True)
-def test_even_the_debug_page_does_not_show_the_key(world, account, client, monkeypatch):
+def test_even_the_debug_page_does_not_show_the_key(world, account, client, monkeypatch, caplog):
+    """`make run` (DEBUG on) serves labgov's own 500 page, and Django's technical report of
+    the same error (what error emails carry) hides the key too."""
+    from django.views.debug import ExceptionReporter
+
     def broken(*args, **kwargs):
         raise RuntimeError("the connection pool could not be built")
 
     monkeypatch.setattr("labgov.runpod.session.httpx.Client", broken)
     client.raise_request_exception = False
     client.force_login(world.inst_admin)
-    response = client.post(reverse("runpod:account_test", args=[account.pk]))
+    with caplog.at_level("ERROR", logger="django.request"):
+        response = client.post(reverse("runpod:account_test", args=[account.pk]))
     page = response.content.decode()
-    assert response.status_code == 500 and "could not be built" in page  # the debug page
+    assert response.status_code == 500 and "Something went wrong" in page
     assert KEY not in page
+    [record] = [r for r in caplog.records if r.exc_info]
+    report = ExceptionReporter(record.request, *record.exc_info).get_traceback_html()
+    assert "could not be built" in report
+    assert KEY not in report

@@ -54,7 +54,10 @@ GET_PAGES = {
         {"inst_admin": 200, "finance": 403, "lab_admin": 403, "member": 404, "outsider": 404},
     ),
     "resources": (lambda o: reverse("runpod:resources"), dict.fromkeys(ROLES[:-1], 200)),
-    "unattributed": (lambda o: reverse("runpod:unattributed"), dict.fromkeys(ROLES[:-1], 200)),
+    "unattributed": (
+        lambda o: reverse("runpod:unattributed"),
+        {**dict.fromkeys(ROLES[:-1], 200), "member": 403},
+    ),
     "rules": (lambda o: reverse("runpod:rules"), dict.fromkeys(ROLES[:-1], 200)),
 }
 

@@ -294,3 +294,22 @@ def share_chart(share: dict[tuple, Decimal], period: DayRange) -> dict:
             },
         ],
     }
+
+
+def my_pods(user) -> list:
+    """The pods a person pays for from their own allocations and still has on Runpod, each
+    with what it costs (per hour running, per month stopped) and what they may do to it."""
+    from labgov.alerts.services import own_pod_actions_for, stopped_monthly_usd
+    from labgov.runpod.models import Resource, ResourceKind
+
+    pods = list(
+        Resource.objects.filter(
+            current_allocation__user=user, kind=ResourceKind.POD, gone_at__isnull=True
+        )
+        .select_related("account", "current_allocation__funding_source")
+        .order_by("name", "pk")
+    )
+    for pod in pods:
+        pod.actions = own_pod_actions_for(user, pod)
+        pod.stopped_monthly_usd = stopped_monthly_usd(pod)
+    return pods

@@ -143,6 +143,23 @@ def _estimate_context(request, form) -> dict:
     if not form.is_bound:
         return {"estimate": None, "past_usage": past_utilization(request.user, None)}
     form.is_valid()
+    # A value the form refuses is shown beside its field, with its bound; the estimate waits
+    # for it rather than counting its default (-3 GPUs is not 1 GPU). A field left empty is
+    # not an error until the form is sent.
+    invalid = {
+        name: [e for e in errors if e.code != "required"]
+        for name, errors in form.errors.as_data().items()
+        if name != "__all__"
+    }
+    invalid = {name: errors for name, errors in invalid.items() if errors}
+    if invalid:
+        return {
+            "estimate": None,
+            "invalid_fields": [(form[name], errors) for name, errors in invalid.items()],
+            "shown_errors": {
+                name: [m for e in errs for m in e.messages] for name, errs in invalid.items()
+            },
+        }
     values = form.values()
     req = ProvisioningRequest(requester=request.user, **values)
     allocation = form.cleaned_data.get("allocation")
@@ -165,6 +182,8 @@ def _estimate_context(request, form) -> dict:
     )
     return {
         "estimate": estimate,
+        "shown_errors": {},
+        "gpu_count": req.gpu_count,
         "findings": found,
         "policy": policy,
         "gpu": gpu,
@@ -182,7 +201,11 @@ def estimate(request):
         allocations=allocations_for_requester(request.user),
         gpus=list(gpu_catalog()),
     )
-    return render(request, "provisioning/form.html#estimate", _estimate_context(request, form))
+    context = _estimate_context(request, form)
+    # The fields' errors travel with the estimate and replace those beside the fields.
+    shown = context.get("shown_errors", {})
+    context["error_slots"] = [(form[name].auto_id, shown.get(name, [])) for name in form.fields]
+    return render(request, "provisioning/form.html#estimate", context)
 
 
 @login_required

@@ -1,0 +1,110 @@
+"""The menu: one list of entries, each with who may open it, so a person is shown only the
+pages they may open and a new page is one line here (base.html renders whatever this holds).
+
+`show` receives the person's Scope (labgov/accounts/access.py) and the user; an entry shown to
+someone must not answer them with a 403 or a 404."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.urls import reverse
+
+from labgov.accounts.access import Scope, scope_for
+
+
+@dataclass(frozen=True)
+class Entry:
+    label: str
+    url_name: str
+    show: Callable[[Scope, object], bool] = lambda scope, user: True
+    # An htmx fragment loaded after the page (an unread count): the element's id and url name.
+    badge: tuple[str, str] | None = None
+
+
+def _money(scope, user) -> bool:
+    return bool(scope.money_institutions)
+
+
+def _manages_labs(scope, user) -> bool:
+    return bool(scope.managed_labs)
+
+
+def _lab_or_money(scope, user) -> bool:
+    return bool(scope.managed_labs or scope.money_institutions)
+
+
+MENU: list[Entry] = [
+    Entry("Home", "home"),
+    Entry("Funding", "funding:list"),
+    Entry("Spend", "dashboard:institution", _money),
+    Entry("My spend", "dashboard:me", lambda s, u: not s.money_institutions),
+    Entry("Resources", "runpod:resources"),
+    Entry("Alerts", "alerts:list", badge=("alert-badge", "alerts:badge")),
+    Entry("Requests", "provisioning:list"),
+    Entry("Review", "provisioning:review", _manages_labs),
+    Entry(
+        "Policies",
+        "provisioning:policies",
+        lambda s, _: bool(s.managed_labs or s.admin_institutions),
+    ),
+    Entry(
+        "Unattributed",
+        "runpod:unattributed",
+        _lab_or_money,
+    ),
+    Entry("Retention", "retention:list"),
+    Entry(
+        "Invoices",
+        "invoicing:periods",
+        lambda s, u: bool(s.money_institutions or s.admin_labs),
+    ),
+    Entry(
+        "My invoices",
+        "invoicing:mine",
+        lambda s, u: not (s.money_institutions or s.admin_labs),
+    ),
+    Entry(
+        "Transfers",
+        "transfers:list",
+        lambda s, u: bool(s.admin_labs or s.money_institutions),
+    ),
+    Entry("Labs", "accounts:lab_list", _lab_or_money),
+    Entry("Runpod", "runpod:account_list", lambda s, u: bool(s.money_institutions or s.admin_labs)),
+    Entry("Audit log", "audit", _money),
+    Entry("Admin", "admin:index", lambda s, u: u.is_staff),
+    Entry("Notifications", "notifications:list", badge=("unread-badge", "notifications:badge")),
+]
+
+
+@dataclass(frozen=True)
+class Item:
+    label: str
+    url: str
+    current: bool
+    badge_id: str | None
+    badge_url: str | None
+
+
+def menu_for(request) -> list[Item]:
+    user = request.user
+    if not user.is_authenticated:
+        return []
+    scope = scope_for(user)
+    shown = [(entry, reverse(entry.url_name)) for entry in MENU if entry.show(scope, user)]
+    # The current page is the entry with the longest URL the path starts with (Review's
+    # /provisioning/review/ rather than Requests' /provisioning/).
+    matching = [url for _entry, url in shown if request.path.startswith(url) and url != "/"]
+    current = max(matching, key=len) if matching else ("/" if request.path == "/" else None)
+    items = []
+    for entry, url in shown:
+        badge_id, badge_url = (
+            (entry.badge[0], reverse(entry.badge[1])) if entry.badge else (None, None)
+        )
+        items.append(Item(entry.label, url, url == current, badge_id, badge_url))
+    return items
+
+
+def menu(request):
+    from django.utils.functional import SimpleLazyObject
+
+    return {"menu": SimpleLazyObject(lambda: menu_for(request))}

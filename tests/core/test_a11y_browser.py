@@ -1,0 +1,493 @@
+"""Everyday use in a real browser (Debian's Chromium through Playwright), on the demo data
+`make run` shows (the seeder, synced from the simulator):
+
+- every page of the URL conf, as every role, checked with axe-core (WCAG 2.1 A and AA rules):
+  no serious or critical violation; the htmx states too (filters applied, a sort, a date
+  range, the live estimate with its errors, the menu opened on a phone);
+- every page fits 360, 390 and 1,920 px wide with no horizontal scroll;
+- each role's home page photographed at 390 and 1,920 px into LABGOV_SCREENS (when set).
+
+Pages come from the URL conf, so a page added later is swept too: one without arguments by
+itself, one with arguments once PAGE_ARGS says which object to open (the test fails naming
+it until then). One browser, one live server, and one logged-in context per role are shared
+by the whole sweep."""
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from tests.fixtures_browser import ARGS, CHROMIUM
+from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("flushable_append_only"),
+]
+
+# The demo's people, one per role (seed_demo's PEOPLE).
+ROLES = {"inst_admin": "ada", "finance": "fin", "lab_admin": "pia", "member": "sam"}
+WIDTHS = (1920, 1366, 390, 360)  # 1,366: an institution admin's menu on one line
+AXE_OPTIONS = {
+    "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
+    "resultTypes": ["violations"],
+}
+
+# Named URLs that are not pages: POST-only actions, fragments loaded into a page (swept with
+# the page that loads them), Django's admin (not labgov's pages), and the log-in flow.
+NOT_PAGES = {
+    "login", "logout", "healthz",
+    "funding:proposal_approve", "funding:proposal_reject",
+    "runpod:account_test", "runpod:account_balance", "runpod:account_sync",
+    "runpod:account_active", "runpod:account_remove", "runpod:resource_assign",
+    "runpod:rule_deactivate",
+    "provisioning:estimate", "provisioning:submit", "provisioning:cancel", "provisioning:retry",
+    "provisioning:approve", "provisioning:deny",
+    "notifications:badge", "notifications:read_all", "notifications:open",
+    "notifications:lab_webhook_test",
+    "alerts:badge", "alerts:lab_panel", "alerts:transition",
+    "accounts:membership_end", "accounts:institution_ceiling",
+}  # fmt: skip
+
+
+@dataclass
+class Demo:
+    lab: object
+    institution: object
+    funding_source: object
+    allocation: object
+    account: object
+    alert: object
+    request: object
+    member_pod: object
+
+
+# Which object a page with arguments opens: its URL's arguments from the demo's objects.
+PAGE_ARGS = {
+    "funding:detail": lambda d: [d.funding_source.pk],
+    "funding:proposal_change": lambda d: [d.funding_source.pk],
+    "funding:edit": lambda d: [d.funding_source.pk],
+    "funding:allocation_new": lambda d: [d.funding_source.pk],
+    "funding:allocation_edit": lambda d: [d.allocation.pk],
+    "runpod:account_detail": lambda d: [d.account.pk],
+    "runpod:account_edit": lambda d: [d.account.pk],
+    "dashboard:lab": lambda d: [d.lab.pk],
+    "dashboard:funding": lambda d: [d.funding_source.pk],
+    "provisioning:policy_lab": lambda d: [d.lab.pk],
+    "provisioning:policy_default": lambda d: [d.institution.pk],
+    "provisioning:detail": lambda d: [d.request.pk],
+    "provisioning:edit": lambda d: [d.request.pk],
+    "provisioning:mark_provisioned": lambda d: [d.request.pk],
+    "notifications:lab_webhook": lambda d: [d.lab.pk],
+    "alerts:settings_lab": lambda d: [d.lab.pk],
+    "alerts:settings_default": lambda d: [d.institution.pk],
+    "alerts:detail": lambda d: [d.alert.pk],
+    "alerts:pod_action": lambda d: [d.alert.pk, "stop"],
+    "alerts:own_pod_action": lambda d: [d.member_pod.pk, "stop"],
+    "accounts:lab_detail": lambda d: [d.lab.pk],
+}
+
+
+def _named_urls(patterns=None, namespace=None):
+    for pattern in patterns if patterns is not None else get_resolver().url_patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.namespace == "admin":
+                continue
+            yield from _named_urls(pattern.url_patterns, pattern.namespace or namespace)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            name = f"{namespace}:{pattern.name}" if namespace else pattern.name
+            yield name, bool(pattern.pattern.converters)
+
+
+def pages(demo: Demo) -> list[str]:
+    """Every page of the URL conf as a path; fails naming the pages PAGE_ARGS lacks."""
+    paths, missing = [], []
+    for name, has_args in _named_urls():
+        if name in NOT_PAGES:
+            continue
+        if has_args and name not in PAGE_ARGS:
+            missing.append(name)
+            continue
+        paths.append(reverse(name, args=PAGE_ARGS[name](demo) if has_args else None))
+    assert not missing, f"add these pages to PAGE_ARGS (or NOT_PAGES) in {__file__}: {missing}"
+    return paths
+
+
+@pytest.fixture
+def demo(live_server, sim, at_sim_now):
+    """`make run`'s data: the demo institution synced from the simulator, plus what the seeder
+    leaves to the people (a submitted request, an alert on the member's own pod)."""
+    from labgov.accounts.models import Lab, User
+    from labgov.alerts.models import Alert
+    from labgov.funding.models import Allocation
+    from labgov.provisioning.models import ProvisioningRequest
+    from labgov.runpod.models import Resource, RunpodAccount
+    from labgov.runpod.services import resource_assign
+
+    call_command("seed_demo", simulator=sim.base_url, stdout=StringIO())
+    lab = Lab.objects.get(slug="vision", institution__slug="northfield")
+    sam = User.objects.get(username="sam")
+    allocation = Allocation.objects.filter(user=sam).first()
+    request = _submitted_request(sam, allocation)
+    # A running pod of the demo's, paid by the member's allocation (theirs to stop).
+    pod = Resource.objects.filter(
+        account__institution=lab.institution, kind="pod", status="RUNNING"
+    ).first()
+    resource_assign(actor=User.objects.get(username="pia"), resource=pod, allocation=allocation)
+    return Demo(
+        lab=lab,
+        institution=lab.institution,
+        funding_source=allocation.funding_source,
+        allocation=allocation,
+        account=RunpodAccount.objects.get(institution=lab.institution),
+        alert=Alert.objects.filter(lab=lab).order_by("pk").first() or Alert.objects.first(),
+        request=request or ProvisioningRequest.objects.first(),
+        member_pod=pod,
+    )
+
+
+def _submitted_request(user, allocation):
+    from decimal import Decimal
+
+    from labgov.provisioning.selectors import gpu_catalog
+    from labgov.provisioning.services import request_save, request_submit
+
+    gpu = gpu_catalog().first()
+    req = request_save(
+        actor=user,
+        allocation=allocation,
+        values={
+            "title": "Fine-tune 8B",
+            "deployment_model": "pod",
+            "gpu_type_id": gpu.gpu_id,
+            "gpu_count": 1,
+            "cloud": "SECURE",
+            "image": "runpod/pytorch:2.8.0",
+            "expected_hours": Decimal(10),
+            "justification": "Thesis chapter 3.",
+        },
+    )
+    return request_submit(actor=user, req=req)
+
+
+@pytest.fixture
+def playwright_browser(monkeypatch):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+    from django.db import connections
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield browser
+        browser.close()
+        connections.close_all()
+
+
+def logged_in(browser, live_server, username: str, *, width=1920):
+    """A page whose context holds `username`'s session (no trip through the login form)."""
+    from labgov.accounts.models import User
+
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
+    )
+    # axe-core is loaded by the browser with every page (once compiled, then cached), and
+    # static files are served from memory after their first load: the sweep's two costs.
+    from axe_playwright_python.base import AXE_FILE_PATH
+
+    context.add_init_script(path=str(AXE_FILE_PATH))
+    context.route("**/static/**", _cached_static)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    return page
+
+
+_STATIC: dict[str, tuple[int, dict, bytes]] = {}
+
+
+def _cached_static(route):
+    url = route.request.url
+    if url not in _STATIC:
+        response = route.fetch()
+        _STATIC[url] = (response.status, response.headers, response.body())
+    status, headers, body = _STATIC[url]
+    route.fulfill(status=status, headers=headers, body=body)
+
+
+class Sweep:
+    """Counts what it checked; keeps every serious or critical violation and every overflow."""
+
+    def __init__(self):
+        self.visits = 0
+        self.makes: set[str] = set()
+        self.checked = 0
+        self.states = 0
+        self.minor = 0
+        self.failures: list[str] = []
+        self.overflows: list[str] = []
+
+    def check(self, page, label: str, *, context=None) -> None:
+        """Run axe on the page, unless a page of the same make was checked already: the same
+        kinds of elements (tag, classes, role, ARIA attributes) in the same kinds of places,
+        however many rows its tables have or whose figures they show, with the same menu."""
+        self.visits += 1
+        make = page.evaluate(SIGNATURE)
+        if make in self.makes:
+            return
+        self.makes.add(make)
+        violations = page.evaluate(
+            "([context, options]) => axe.run(context || document, options).then(r => r.violations)",
+            [context, AXE_OPTIONS],
+        )
+        self.checked += 1
+        for v in violations:
+            if v["impact"] in ("serious", "critical"):
+                targets = [n["target"] for n in v["nodes"][:3]]
+                self.failures.append(f"{label}: {v['id']} ({v['impact']}) {targets}")
+            else:
+                self.minor += 1
+
+    def fits(self, page, label: str) -> None:
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        if width[0] > width[1]:
+            culprit = page.evaluate(WIDEST)
+            self.overflows.append(f"{label}: {width[0]} px wide in {width[1]} px ({culprit})")
+
+
+# A page's make: the set of its elements' kinds, each with its parent's kind.
+SIGNATURE = """() => {
+  const kind = (e) => [e.tagName, e.className, e.getAttribute('role') || '',
+    e.getAttribute('type') || '', e.getAttribute('aria-current') || '', e.hasAttribute('href'),
+    e.getAttributeNames().filter(n => n.startsWith('aria-') || n === 'tabindex').join(',')
+  ].join('|');
+  const kinds = new Set();
+  for (const e of document.body.querySelectorAll('*')) {
+    kinds.add(kind(e) + '<' + (e.parentElement ? kind(e.parentElement) : ''));
+  }
+  return [...kinds].sort().join('\\n');
+}"""
+
+
+# The outermost element sticking out of the window, not inside a box that scrolls.
+WIDEST = """() => {
+  const scrolls = (e) => { for (let a = e.parentElement; a; a = a.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return true; } return false; };
+  for (const e of document.body.querySelectorAll('*')) {
+    if (e.getBoundingClientRect().right > innerWidth + 1 && !scrolls(e))
+      return e.tagName + '.' + e.className + ' ' + (e.id || '');
+  }
+  return '';
+}"""
+
+
+def _settled(page) -> None:
+    """Wait for the fragments htmx loads after the page (the menu's badges) and any request
+    in flight: an element waiting for htmx is drawn faded."""
+    for badge in ("#unread-badge", "#alert-badge"):
+        if page.locator(badge).count():
+            page.locator(f"{badge}[title]").wait_for(state="attached")
+    page.locator(".htmx-request").first.wait_for(state="detached")
+
+
+# The states htmx puts a page in, per role: (path, what to do, what then shows).
+def _preset(page):
+    page.locator(".presets a").first.click()
+    page.wait_for_url(re.compile(r".*[?&]start="), wait_until="commit")
+
+
+def _sort(page):
+    page.locator("#dash-body th a").first.click()
+    page.wait_for_url(re.compile(r".*_sort="), wait_until="commit")
+
+
+def _search(page):
+    page.fill("input[name=q]", "NSF")
+    page.wait_for_url(re.compile(r".*[?&]q=NSF"), wait_until="commit")
+
+
+def _filter_alerts(page):
+    page.select_option("select[name=severity]", index=1)
+    page.wait_for_url(re.compile(r".*[?&]severity="), wait_until="commit")
+
+
+def _estimate(page):
+    page.fill("#id_title", "Fine-tune 8B")
+    page.fill("#id_expected_hours", "10")
+    try:
+        page.locator("[data-figure=total]").wait_for()
+    except Exception:
+        raise AssertionError(page.locator("#estimate").inner_text()) from None
+
+
+def _estimate_errors(page):
+    page.fill("#id_gpu_count", "-3")
+    try:
+        page.locator("#id_gpu_count-error").filter(has_text="1").wait_for()
+    except Exception:
+        raise AssertionError(
+            page.locator("#estimate").inner_text()
+            + page.locator(".request-form").inner_html()[:3000]
+        ) from None
+
+
+def _menu_open(page):
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.click(".menu-toggle")
+    page.locator("#menu").wait_for(state="visible")
+
+
+STATES = {
+    "inst_admin": [
+        ("/spend/institution/", _preset),
+        ("/spend/institution/", _sort),
+        ("/runpod/resources/", lambda p: p.select_option("select[name=kind]", "pod")),
+    ],
+    "finance": [("/funding/", _search), ("/alerts/", _filter_alerts)],
+    "lab_admin": [("/spend/labs/{lab}/", _preset), ("/", _menu_open)],
+    "member": [
+        ("/provisioning/new/", _estimate),
+        ("/provisioning/new/", _estimate_errors),
+        ("/", _menu_open),
+    ],
+}
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_server):
+    """Each role in its own test, so the sweep spreads over the suite's workers."""
+    started = time.monotonic()
+    sweep = Sweep()
+    paths = pages(demo)
+    screens = os.environ.get("LABGOV_SCREENS")
+    page = logged_in(playwright_browser, live_server, ROLES[role])
+    error_pages_seen = set()
+    for path in paths:
+        page.set_viewport_size({"width": 1920, "height": 900})
+        response = page.goto(f"{live_server.url}{path}")
+        status = response.status if response else 0
+        assert status in (200, 403, 404), (role, path, status)
+        label = f"{role} {path} ({status})"
+        if status != 200:
+            if status in error_pages_seen:
+                continue
+            error_pages_seen.add(status)
+        _settled(page)
+        sweep.check(page, label)
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            sweep.fits(page, f"{label} at {width} px")
+        if path == "/" and screens:
+            for width in (390, 1920):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.screenshot(path=f"{screens}/{role}-home-{width}.png", full_page=True)
+    for path, act in STATES[role]:
+        page.set_viewport_size({"width": 1920, "height": 900})
+        path = path.format(lab=demo.lab.pk)
+        page.goto(f"{live_server.url}{path}")
+        _settled(page)
+        act(page)
+        _settled(page)
+        label = f"{role} {path} after {getattr(act, '__name__', 'a filter')}"
+        sweep.visits -= 1  # counted below as a state, not a page
+        sweep.check(page, label)
+        sweep.states += 1
+        sweep.fits(page, label)
+    page.context.close()
+    print(
+        f"\naxe sweep as {role}: {sweep.visits} pages and {sweep.states} htmx states visited "
+        f"({len(paths)} pages in the URL conf, each error page once), {sweep.checked} of "
+        f"distinct make checked with axe: {len(sweep.failures)} serious/critical, "
+        f"{sweep.minor} minor; {len(sweep.overflows)} overflows at {WIDTHS} px; "
+        f"{time.monotonic() - started:.1f} s"
+    )
+    assert sweep.failures == [], "\n".join(sweep.failures)
+    assert sweep.overflows == [], "\n".join(sweep.overflows)
+
+
+def test_keyboard_phone_and_back_button_journeys(demo, playwright_browser, live_server):
+    """With the keyboard alone, on a phone and a desktop: the menu opens and closes, focus is
+    visible and lands on what htmx replaced, a date range is in the URL and comes back with
+    the back button, and a member stops their own running pod after confirming."""
+    from labgov.accounts.models import User
+    from labgov.audit.models import AuditEvent
+    from labgov.runpod.models import Resource
+    from labgov.runpod.services import resource_assign
+
+    # A running pod of the demo's, paid by the member's allocation.
+    pod = Resource.objects.filter(account=demo.account, kind="pod", status="RUNNING").first()
+    resource_assign(
+        actor=User.objects.get(username="pia"), resource=pod, allocation=demo.allocation
+    )
+
+    page = logged_in(playwright_browser, live_server, "sam", width=390)
+    page.goto(f"{live_server.url}/")
+    # The menu is folded away on a phone; the first Tab reaches "Skip to content", the next
+    # ones the Menu button, which Enter opens and Escape closes (focus back on the button).
+    assert not page.locator("#menu").is_visible()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    toggle = page.locator(".menu-toggle")
+    toggle.focus()
+    page.keyboard.press("Enter")
+    page.locator("#menu").wait_for(state="visible")
+    assert toggle.get_attribute("aria-expanded") == "true"
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    page.keyboard.press("Escape")
+    page.locator("#menu").wait_for(state="hidden")
+    assert page.evaluate("document.activeElement.classList.contains('menu-toggle')")
+    # Focus is drawn where it is.
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"
+
+    # The member stops their own running pod from My spend: Tab to it, Enter, confirm.
+    page.set_viewport_size({"width": 1920, "height": 900})
+    page.goto(f"{live_server.url}/spend/me/")
+    row = page.locator(f"#pod-{pod.pk}")
+    assert "per hour" in row.locator("[data-figure=pod-cost]").inner_text()
+    row.get_by_role("link", name=re.compile("^Stop")).focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/pods/\d+/stop/$"))
+    assert "per month while stopped" in page.locator("[data-figure=stop-cost]").inner_text()
+    page.get_by_role("button", name="Yes, stop it").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/spend/me/$"))
+    assert "per month" in page.locator(f"#pod-{pod.pk} [data-figure=pod-cost]").inner_text()
+    assert page.locator(f"#pod-{pod.pk}").get_by_role("link", name=re.compile("^Start")).count()
+    assert AuditEvent.objects.filter(action="runpod.pod_stop", actor__username="sam").exists()
+
+    # A lab admin picks "last month" with the keyboard: the region htmx replaced has the
+    # focus, the URL says the range, and the back button brings the first range back.
+    admin = logged_in(playwright_browser, live_server, "pia")
+    admin.goto(f"{live_server.url}/spend/labs/{demo.lab.pk}/")
+    first_url = admin.url
+    first_start = admin.locator("input[name=start]").input_value()
+    preset = admin.locator(".presets a").first
+    preset.focus()
+    admin.keyboard.press("Enter")
+    admin.wait_for_url(re.compile(r".*[?&]start="), wait_until="commit")
+    admin.locator("#dash-body").wait_for()
+    _settled(admin)
+    assert admin.evaluate("document.activeElement.id") == "dash-body"
+    chosen = admin.locator("input[name=start]").input_value()
+    assert chosen != first_start
+    bookmark = admin.url
+    admin.go_back()
+    admin.wait_for_url(first_url, wait_until="commit")
+    admin.locator("input[name=start]").wait_for()
+    assert admin.locator("input[name=start]").input_value() == first_start
+    # The bookmarked URL opens on the chosen range.
+    admin.goto(bookmark)
+    assert admin.locator("input[name=start]").input_value() == chosen
+    page.context.close()
+    admin.context.close()
