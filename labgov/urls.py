@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from labgov.accounts.oidc import CallbackView, SignInView
 from labgov.accounts.views import LoginView
 from labgov.api.pages import token_list, token_revoke_view
 from labgov.audit.views import audit_log
@@ -12,7 +13,9 @@ from labgov.dashboard.views import home
 urlpatterns = [
     path("", home, name="home"),
     path("login/", LoginView.as_view(), name="login"),
-    path("oidc/", include("mozilla_django_oidc.urls")),
+    # Institutional sign-in (labgov/accounts/oidc.py): 404 unless LABGOV_OIDC_CLIENT_ID is set.
+    path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),

@@ -50,15 +50,16 @@
   document.addEventListener("DOMContentLoaded", function () { scrollableTables(); });
   window.addEventListener("resize", function () { scrollableTables(); });
 
-  var lastTrigger = null;
+  // What started each request travels with its own XMLHttpRequest, so a panel that loads by
+  // itself while a click's request is in flight never takes the click's focus.
   document.addEventListener("htmx:beforeRequest", function (event) {
     var source = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
-    lastTrigger = source ? source.type : null;
+    if (event.detail.xhr) event.detail.xhr.labgovTrigger = source ? source.type : null;
   });
   document.addEventListener("htmx:afterSettle", function (event) {
     scrollableTables();
-    if (lastTrigger !== "click" && lastTrigger !== "submit") return;
-    lastTrigger = null;
+    var trigger = event.detail.xhr && event.detail.xhr.labgovTrigger;
+    if (trigger !== "click" && trigger !== "submit") return;
     var target = event.detail.target;
     // An outerHTML swap replaced the target: focus what now stands under its id.
     if (target && !target.isConnected && target.id) target = document.getElementById(target.id);

@@ -12,6 +12,7 @@ itself, one with arguments once PAGE_ARGS says which object to open (the test fa
 it until then). One browser, one live server, and one logged-in context per role are shared
 by the whole sweep."""
 
+import datetime as dt
 import os
 import re
 import time
@@ -22,6 +23,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from tests.fixtures_browser import ARGS, CHROMIUM
 from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
@@ -54,6 +56,19 @@ NOT_PAGES = {
     "notifications:lab_webhook_test",
     "alerts:badge", "alerts:lab_panel", "alerts:transition",
     "accounts:membership_end", "accounts:institution_ceiling",
+    # Actions (POST only) and downloads (CSV, XLSX, PDF: no page to read).
+    "invoicing:close", "invoicing:issue", "invoicing:void", "invoicing:line_add",
+    "invoicing:line_remove", "invoicing:generate",
+    "transfers:approve", "transfers:reject",
+    "exports:job_create", "exports:job_download", "exports:my_share_csv",
+    "exports:invoice_csv", "exports:invoice_xlsx", "exports:invoice_pdf",
+    "exports:period_lines_csv", "exports:period_journal_csv", "exports:period_records_csv",
+    "retention:action", "retention:open",
+    "idle:notice_keep", "idle:notice_allow_stop", "idle:never_stop",
+    "api_token_revoke",
+    "oidc_authentication_init", "oidc_authentication_callback",  # redirects to the provider
+    "accounts:institution_time_zone",
+    "metrics",  # Prometheus text for the scraper
 }  # fmt: skip
 
 
@@ -67,6 +82,11 @@ class Demo:
     alert: object
     request: object
     member_pod: object
+    month: object
+    invoice: object
+    export_job: object
+    retention_case: object
+    stop_notice: object
 
 
 # Which object a page with arguments opens: its URL's arguments from the demo's objects.
@@ -92,6 +112,18 @@ PAGE_ARGS = {
     "alerts:pod_action": lambda d: [d.alert.pk, "stop"],
     "alerts:own_pod_action": lambda d: [d.member_pod.pk, "stop"],
     "accounts:lab_detail": lambda d: [d.lab.pk],
+    "invoicing:period": lambda d: [d.institution.pk, d.month.year, d.month.month],
+    "invoicing:invoice": lambda d: [d.invoice.pk],
+    "exports:period": lambda d: [d.institution.pk, d.month.year, d.month.month],
+    "exports:job": lambda d: [d.export_job.pk],
+    "transfers:resource_funding": lambda d: [d.member_pod.pk],
+    "retention:detail": lambda d: [d.retention_case.pk],
+    "retention:policy_lab": lambda d: [d.lab.pk],
+    "retention:policy_default": lambda d: [d.institution.pk],
+    "idle:notice": lambda d: [d.stop_notice.pk],
+    "idle:lab": lambda d: [d.lab.pk],
+    "idle:policy": lambda d: [d.lab.pk],
+    "idle:right_sizing": lambda d: [d.lab.pk],
 }
 
 
@@ -110,7 +142,9 @@ def pages(demo: Demo) -> list[str]:
     """Every page of the URL conf as a path; fails naming the pages PAGE_ARGS lacks."""
     paths, missing = [], []
     for name, has_args in _named_urls():
-        if name in NOT_PAGES:
+        # The API answers JSON (and its schema YAML), checked by its own schema and
+        # conformance tests; its docs page is a page and is swept.
+        if name in NOT_PAGES or (name.startswith("api:") and name != "api:docs"):
             continue
         if has_args and name not in PAGE_ARGS:
             missing.append(name)
@@ -126,8 +160,13 @@ def demo(live_server, sim, at_sim_now):
     leaves to the people (a submitted request, an alert on the member's own pod)."""
     from labgov.accounts.models import Lab, User
     from labgov.alerts.models import Alert
+    from labgov.exports.models import ExportJob
     from labgov.funding.models import Allocation
+    from labgov.idle.models import StopNotice
+    from labgov.invoicing.models import Invoice
+    from labgov.invoicing.services import invoices_generate
     from labgov.provisioning.models import ProvisioningRequest
+    from labgov.retention.models import RetentionCase
     from labgov.runpod.models import Resource, RunpodAccount
     from labgov.runpod.services import resource_assign
 
@@ -141,6 +180,25 @@ def demo(live_server, sim, at_sim_now):
         account__institution=lab.institution, kind="pod", status="RUNNING"
     ).first()
     resource_assign(actor=User.objects.get(username="pia"), resource=pod, allocation=allocation)
+    finance = User.objects.get(username="fin")
+    month = timezone.now().date().replace(day=1)
+    invoices = invoices_generate(actor=finance, institution=lab.institution, month=month)
+    export_job = ExportJob.objects.create(
+        institution=lab.institution,
+        requested_by=finance,
+        kind=ExportJob.Kind.values[0],
+        month=month,
+        download_name="northfield.xlsx",
+    )
+    now = timezone.now()
+    notice = StopNotice.objects.create(
+        resource=pod,
+        lab=lab,
+        owner=sam,
+        idle_since=now - dt.timedelta(hours=6),
+        warned_at=now,
+        stop_at=now + dt.timedelta(minutes=30),
+    )
     return Demo(
         lab=lab,
         institution=lab.institution,
@@ -150,6 +208,12 @@ def demo(live_server, sim, at_sim_now):
         alert=Alert.objects.filter(lab=lab).order_by("pk").first() or Alert.objects.first(),
         request=request or ProvisioningRequest.objects.first(),
         member_pod=pod,
+        month=month,
+        invoice=invoices[0] if invoices else Invoice.objects.first(),
+        export_job=export_job,
+        retention_case=RetentionCase.objects.filter(lab=lab).first()
+        or RetentionCase.objects.first(),
+        stop_notice=notice,
     )
 
 

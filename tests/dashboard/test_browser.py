@@ -55,5 +55,8 @@ def test_sorting_and_dates_update_the_page_in_place(page, live_server, world):
     )
     page.get_by_text("Spend 16 Mar 2026 – 18 Mar 2026").wait_for()
     assert page.evaluate("window.notReloaded") is True
-    assert _drawn(page, "chart-daily")  # drawn again after the swap
+    # Drawn again after the swap (htmx settles a moment after the new text is in).
+    page.wait_for_function(
+        "() => !!Chart.getChart(document.querySelector('canvas[data-chart=chart-daily]'))"
+    )
     assert page.locator(storage).first.inner_text() == "old-checkpoints"
