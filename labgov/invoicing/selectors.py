@@ -152,8 +152,18 @@ class PeriodSummary:
     void: list[Invoice]
     can_manage: bool
     reconciliations: list[AccountPeriod]
+    attributed_usd: Decimal = ZERO
     unattributed_usd: Decimal = ZERO
     runpod_usd: Decimal = ZERO
+
+    @property
+    def records_usd(self) -> Decimal:
+        return self.attributed_usd + self.unattributed_usd
+
+    @property
+    def days_to_come(self) -> int:
+        """Days of the period that have not ended yet (a period reconciles once it is over)."""
+        return max((sum(1 for d in a.days if not d.due) for a in self.reconciliations), default=0)
 
     @property
     def reconciled(self) -> bool:
@@ -189,6 +199,7 @@ def period_summary(user, institution_id: int, month: dt.date) -> PeriodSummary:
         void=[i for i in invoices if i.status == Invoice.Status.VOID],
         can_manage=can_manage,
         reconciliations=reconciliations,
+        attributed_usd=sum((a.attributed_usd for a in reconciliations), ZERO),
         unattributed_usd=sum((a.unattributed_usd for a in reconciliations), ZERO),
         runpod_usd=sum((a.runpod_usd for a in reconciliations), ZERO),
     )

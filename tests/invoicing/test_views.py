@@ -190,3 +190,12 @@ def test_the_time_zone_is_set_by_institution_admins_only(world, client_for):
     world.institution.refresh_from_db()
     assert world.institution.time_zone == "Europe/Berlin"
     assert client_for(world.inst_admin).get(url).status_code == 405
+
+
+def test_a_period_not_yet_over_says_so_and_adds_up_its_figures(world, drafts, client_for):
+    """November on 5 November: every held day matches, yet it cannot reconcile before it ends."""
+    body = client_for(world.finance).get(_period_url(world).replace("/10/", "/11/")).content
+    body = body.decode()
+    assert "<strong>Not reconciled</strong>: the period has not ended (26 days to come)" in body
+    october = client_for(world.finance).get(_period_url(world)).content.decode()
+    assert "Attributed $4.83 + unattributed $0.00 = $4.83, against Runpod" in october
