@@ -16,8 +16,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--user", default="pia", help="username (default: pia, lab admin)")
         parser.add_argument("--days", type=int, default=7)
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="labgov's address")
 
-    def handle(self, *args, user: str, days: int, **options):
+    def handle(self, *args, user: str, days: int, base_url: str, **options):
         person = User.objects.filter(username=user).first()
         if person is None:
             raise CommandError(f"No user {user!r}: seed the demo first (manage.py seed_demo).")
@@ -26,5 +27,5 @@ class Command(BaseCommand):
         _token, text = token_create(actor=person, name=NAME, scope="write", days=days)
         self.stdout.write(f"\nAPI token for {user} (read + write, {days} days): {text}")
         self.stdout.write(
-            f'  curl -H "Authorization: Bearer {text}" http://127.0.0.1:8000/api/v1/allocations/'
+            f'  curl -H "Authorization: Bearer {text}" {base_url.rstrip("/")}/api/v1/allocations/'
         )
