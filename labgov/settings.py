@@ -316,6 +316,9 @@ SPECTACULAR_SETTINGS = {
         "LedgerKindEnum": "labgov.funding.models.LedgerEntry.Kind",
         "ResourceKindEnum": "labgov.runpod.models.ResourceKind",
         "FundingStatusEnum": "labgov.funding.models.FundingSource.Status",
+        "InvoiceStatusEnum": "labgov.invoicing.models.Invoice.Status",
+        "CategoryEnum": "labgov.usage.models.Category",
+        "RetentionReasonEnum": "labgov.retention.models.Reason",
     },
 }
 

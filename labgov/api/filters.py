@@ -10,8 +10,11 @@ from django import forms
 from labgov.alerts.models import Alert, Kind
 from labgov.core.periods import UTC
 from labgov.funding.models import LedgerEntry
+from labgov.invoicing.models import Invoice, InvoiceLine
 from labgov.notifications.kinds import Severity
 from labgov.provisioning.models import ProvisioningRequest
+from labgov.retention.models import Reason
+from labgov.retention.models import State as RetentionState
 from labgov.runpod.models import ResourceKind
 from labgov.usage.models import Category
 
@@ -143,3 +146,29 @@ class AlertFilter(filters.FilterSet):
 
 class NotificationFilter(filters.FilterSet):
     unread = filters.BooleanFilter(field_name="read_at", lookup_expr="isnull")
+
+
+class InvoiceFilter(filters.FilterSet):
+    institution = IdFilter(field_name="institution_id")
+    lab = IdFilter(field_name="lab_id")
+    funding_source = IdFilter(field_name="funding_source_id")
+    month = filters.DateFilter(
+        method="filter_month", help_text="Any day of the billing period (its month)."
+    )
+    status = filters.ChoiceFilter(choices=Invoice.Status.choices)
+
+    def filter_month(self, queryset, name, value):
+        return queryset.filter(month=value.replace(day=1))
+
+
+class InvoiceLineFilter(filters.FilterSet):
+    invoice = IdFilter(field_name="invoice_id")
+    allocation = IdFilter(field_name="allocation_id")
+    kind = filters.ChoiceFilter(choices=InvoiceLine.Kind.choices)
+
+
+class RetentionCaseFilter(filters.FilterSet):
+    state = filters.ChoiceFilter(choices=RetentionState.choices)
+    reason = filters.ChoiceFilter(choices=Reason.choices)
+    lab = IdFilter(field_name="lab_id")
+    resource = IdFilter(field_name="resource_id")

@@ -9,9 +9,11 @@ from labgov.accounts.models import Institution, Lab, Membership
 from labgov.alerts.models import Alert
 from labgov.api.models import ApiToken
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
+from labgov.invoicing.models import Invoice, InvoiceLine
 from labgov.notifications.models import Notification
 from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.services.requests import REQUEST_FIELDS
+from labgov.retention.models import Hold, RetentionCase
 from labgov.runpod.models import Assignment, Resource, RunpodAccount
 from labgov.usage.models import DailySpend, MonthlySpend
 
@@ -375,6 +377,142 @@ class ProvisioningRequestCreateSerializer(ApiModelSerializer):
         model = ProvisioningRequest
         fields = ["allocation", *REQUEST_FIELDS, "submit"]
         extra_kwargs = {"allocation": {"queryset": Allocation.objects.none()}}
+
+
+INVOICE_FIELDS = [
+    "id",
+    "institution",
+    "lab",
+    "funding_source",
+    "cost_center",
+    "award_number",
+    "month",
+    "period_start",
+    "period_end",
+    "status",
+    "number",
+    "total",
+    "exact_total",
+    "rounding_difference",
+    "currency",
+    "reconciled",
+    "replaces",
+    "generated_at",
+    "issued_at",
+    "voided_at",
+    "void_reason",
+]
+
+
+class InvoiceSerializer(ApiModelSerializer):
+    """An invoice: one funding source's billing period. Its total is the sum of its lines'
+    amounts rounded to cents; `exact_total` the sum of their exact amounts."""
+
+    total = money("total_usd", places=2, help_text="The sum of the lines' rounded amounts.")
+    exact_total = money("exact_total_usd", help_text="The sum of the lines' exact amounts.")
+    rounding_difference = money(
+        "rounding_difference_usd", help_text="total − exact_total (what rounding added)."
+    )
+    currency = CurrencyField()
+    reconciled = serializers.BooleanField(
+        source="all_reconciled",
+        read_only=True,
+        help_text="Every line matches Runpod's billing records.",
+    )
+
+    class Meta:
+        model = Invoice
+        fields = INVOICE_FIELDS
+        extra_kwargs = {
+            "number": {"help_text": "`<year>-<seq>` once issued; empty for drafts."},
+            "month": {"help_text": "The billing period's first day."},
+            "period_start": {"help_text": "Start of the period (included), UTC."},
+            "period_end": {"help_text": "End of the period (excluded), UTC."},
+        }
+
+
+class InvoiceLineSerializer(ApiModelSerializer):
+    unit_rate = money("unit_rate_usd", allow_null=True)
+    exact_amount = money("exact_amount_usd")
+    amount = money("amount_usd", places=2, help_text="The exact amount rounded to cents.")
+    currency = CurrencyField()
+
+    class Meta:
+        model = InvoiceLine
+        fields = [
+            "id",
+            "invoice",
+            "position",
+            "kind",
+            "category",
+            "description",
+            "account",
+            "resource",
+            "allocation",
+            "person",
+            "quantity",
+            "unit",
+            "unit_rate",
+            "exact_amount",
+            "amount",
+            "currency",
+            "reconciled",
+            "reason",
+            "corrects_month",
+            "corrects_invoice",
+            "created_at",
+        ]
+
+
+class InvoiceDetailSerializer(InvoiceSerializer):
+    lines = InvoiceLineSerializer(many=True, read_only=True, help_text="In order.")
+
+    class Meta(InvoiceSerializer.Meta):
+        fields = [*INVOICE_FIELDS, "lines"]
+
+
+class HoldSerializer(ApiModelSerializer):
+    class Meta:
+        model = Hold
+        fields = ["id", "kind", "reason", "until", "payer", "placed_at", "lifted_at"]
+        extra_kwargs = {"until": {"help_text": "The last day held."}}
+
+
+class RetentionCaseSerializer(ApiModelSerializer):
+    monthly_cost = money("monthly_cost_usd", help_text="What its storage costs a month.")
+    currency = CurrencyField()
+    holds = HoldSerializer(
+        many=True, read_only=True, help_text="Holds placed on it, newest first (lifted ones too)."
+    )
+
+    class Meta:
+        model = RetentionCase
+        fields = [
+            "id",
+            "institution",
+            "lab",
+            "resource",
+            "state",
+            "reason",
+            "reason_detail",
+            "owner",
+            "payer",
+            "funding_source",
+            "size_gb",
+            "monthly_cost",
+            "currency",
+            "due_date",
+            "opened_at",
+            "kept_reason",
+            "review_date",
+            "moved_to",
+            "deletion_requested_at",
+            "deleted_at",
+            "holds",
+        ]
+        extra_kwargs = {
+            "payer": {"help_text": "The allocation that paid for it when the case opened."}
+        }
 
 
 class DenySerializer(serializers.Serializer):

@@ -24,6 +24,9 @@ router.register("spend/daily", views.SpendViewSet, basename="spend-daily")
 router.register("spend/monthly", views.MonthlySpendViewSet, basename="spend-monthly")
 router.register("alerts", views.AlertViewSet, basename="alert")
 router.register("notifications", views.NotificationViewSet, basename="notification")
+router.register("invoices", views.InvoiceViewSet, basename="invoice")
+router.register("invoice-lines", views.InvoiceLineViewSet, basename="invoice-line")
+router.register("retention-cases", views.RetentionCaseViewSet, basename="retention-case")
 
 urlpatterns = [
     path("schema/", SchemaView.as_view(), name="schema"),

@@ -4,7 +4,7 @@ not allowed a 403."""
 
 import datetime as dt
 
-from django.db.models import Prefetch
+from django.db.models import Exists, OuterRef, Prefetch
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -31,6 +31,7 @@ from labgov.api.throttling import TokenScopedRateThrottle
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
+from labgov.invoicing.models import Invoice, InvoiceLine
 from labgov.notifications.models import Notification
 from labgov.provisioning.forms import RequestForm
 from labgov.provisioning.selectors import (
@@ -45,6 +46,7 @@ from labgov.provisioning.services import (
     request_save,
     request_submit,
 )
+from labgov.retention.models import RetentionCase
 from labgov.runpod.models import Assignment, RunpodAccount
 from labgov.runpod.selectors import account_for_user, allocations_assignable_by, resources_for_user
 from labgov.runpod.services import resource_assign, sync_request
@@ -284,6 +286,62 @@ class NotificationViewSet(ReadViewSet):
 
     def get_queryset(self):
         return Notification.objects.visible_to(self.request.user).order_by("-id")
+
+
+def _reconciled(invoices):
+    """Each invoice's `all_reconciled`: none of its lines is unreconciled (one subquery)."""
+    unreconciled = InvoiceLine.objects.filter(invoice=OuterRef("pk"), reconciled=False)
+    return invoices.annotate(all_reconciled=~Exists(unreconciled))
+
+
+class InvoiceViewSet(ReadViewSet):
+    """Invoices, newest period first: the institution's for its admins and finance, their
+    labs' for lab admins (members see none: their own lines are under invoice-lines). One
+    invoice comes with its lines."""
+
+    serializer_class = serializers.InvoiceSerializer
+    filterset_class = filters.InvoiceFilter
+
+    def get_serializer_class(self):
+        if self.action == "retrieve":
+            return serializers.InvoiceDetailSerializer
+        return serializers.InvoiceSerializer
+
+    def get_queryset(self):
+        invoices = _reconciled(Invoice.objects.visible_to(self.request.user))
+        if self.action == "retrieve":
+            invoices = invoices.prefetch_related(
+                Prefetch("lines", queryset=InvoiceLine.objects.order_by("position"))
+            )
+        return invoices.order_by("-month", "id")
+
+
+class InvoiceLineViewSet(ReadViewSet):
+    """The lines of issued invoices charged to your own allocations (as on the My invoices
+    page). Cursor-paged (newest first by default)."""
+
+    serializer_class = serializers.InvoiceLineSerializer
+    filterset_class = filters.InvoiceLineFilter
+    filter_backends = [DjangoFilterBackend]
+    pagination_class = LedgerPagination
+
+    def get_queryset(self):
+        return InvoiceLine.objects.filter(access.member_invoice_lines_q(self.request.user))
+
+
+class RetentionCaseViewSet(ReadViewSet):
+    """Retention cases of stored volumes, the soonest due first: the institution's for its
+    admins and finance, their labs' for lab admins, and the ones of volumes you pay for."""
+
+    serializer_class = serializers.RetentionCaseSerializer
+    filterset_class = filters.RetentionCaseFilter
+
+    def get_queryset(self):
+        return (
+            RetentionCase.objects.filter(access.retention_cases_q(self.request.user))
+            .prefetch_related("holds")  # newest first (its Meta ordering)
+            .order_by("due_date", "id")
+        )
 
 
 class ProvisioningRequestViewSet(mixins.CreateModelMixin, ReadViewSet):

@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 
 from labgov.api.docs import SCHEMA_FILE
 from labgov.api.services import token_create
-from tests.api.fixtures import make_alert
+from tests.api.fixtures import make_alert, make_invoice, make_retention_case
 from tests.factories import ResourceFactory, RunpodAccountFactory
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
     catalog,
@@ -48,6 +48,7 @@ CHECKS = [
 def _known_ids(world, draft, submitted):  # noqa: F811
     # An inactive account: a sync request is refused in words instead of reaching out.
     account = RunpodAccountFactory(institution=world.institution, is_active=False)
+    invoice = make_invoice(world)
     return {
         "institutions": world.institution.pk,
         "labs": world.lab.pk,
@@ -60,6 +61,9 @@ def _known_ids(world, draft, submitted):  # noqa: F811
         "resources": ResourceFactory(account=account, current_allocation=world.allocation).pk,
         "alerts": make_alert(world).pk,
         "notifications": 1,
+        "invoices": invoice.pk,
+        "invoice-lines": invoice.lines.get(kind="usage").pk,
+        "retention-cases": make_retention_case(world, account).pk,
     }
 
 

@@ -187,3 +187,95 @@ def test_query_counts_are_flat(world, api, account, url, django_assert_max_num_q
     grow(15)
     assert _queries(client, url) == few
     assert few <= 6
+
+
+def test_invoices_filters_money_and_lines(world, api):
+    from tests.api.fixtures import make_invoice
+
+    issued = make_invoice(world)
+    draft = make_invoice(world, world.other_funding_source, status="draft")
+    client = api(world.finance)
+    body = client.get("/api/v1/invoices/").json()
+    assert body["count"] == 2 and "lines" not in body["results"][0]
+    assert [r["id"] for r in client.get("/api/v1/invoices/?status=draft").json()["results"]] == [
+        draft.pk
+    ]
+    for query in (f"lab={world.lab.pk}", f"funding_source={world.funding_source.pk}"):
+        rows = client.get(f"/api/v1/invoices/?{query}").json()["results"]
+        assert [r["id"] for r in rows] == [issued.pk]
+    assert client.get("/api/v1/invoices/?month=2026-10-17").json()["count"] == 2
+    assert client.get("/api/v1/invoices/?month=2026-09-01").json()["count"] == 0
+    assert client.get("/api/v1/invoices/?ordering=total").status_code == 200  # ignored
+    row = client.get(f"/api/v1/invoices/{issued.pk}/").json()
+    assert row["number"] == "2026-" + f"{issued.number_seq:04d}" and row["status"] == "issued"
+    # 3.0049999 rounds to 3.00 and -1.00 stays: 2.00 against 2.0049999 exactly.
+    assert (row["total"], row["currency"]) == ("2.00", "USD")
+    assert D(row["exact_total"]) == D("2.0049999")
+    assert D(row["rounding_difference"]) == D("-0.0049999")
+    assert row["reconciled"] is False  # the credit is not reconciled
+    assert [line["kind"] for line in row["lines"]] == ["usage", "credit"]
+    assert row["lines"][0]["amount"] == "3.00" and row["lines"][0]["unit"] == "GPU-hour"
+    assert client.get(f"/api/v1/invoices/{draft.pk}/").json()["number"] == ""
+    # Lab admins see their labs' invoices only; members none.
+    assert api(world.lab_admin).get("/api/v1/invoices/").json()["count"] == 1
+    assert api(world.member).get("/api/v1/invoices/").json()["count"] == 0
+
+
+def test_invoice_lines_are_ones_own_on_issued_invoices(world, api):
+    from tests.api.fixtures import make_invoice
+
+    issued = make_invoice(world)
+    make_invoice(world, world.other_funding_source, status="draft", allocation=world.allocation)
+    rows = api(world.member).get("/api/v1/invoice-lines/").json()["results"]
+    assert {r["invoice"] for r in rows} == {issued.pk}  # never a draft's
+    assert {r["allocation"] for r in rows} == {world.allocation.pk}
+    assert all(isinstance(r["amount"], str) and r["currency"] == "USD" for r in rows)
+    assert api(world.lab_admin).get("/api/v1/invoice-lines/").json()["results"] == []
+    assert api(world.other_member).get("/api/v1/invoice-lines/").json()["results"] == []
+
+
+def test_retention_cases(world, api, account):
+    from tests.api.fixtures import make_retention_case
+
+    case = make_retention_case(world, account)
+    make_retention_case(world, account, state="kept", lab=world.other_lab, owner=None)
+    row = api(world.member).get("/api/v1/retention-cases/").json()["results"]
+    assert [r["id"] for r in row] == [case.pk]
+    row = row[0]
+    assert row["state"] == "open" and row["reason"] == "idle" and row["size_gb"] == 100
+    assert (row["monthly_cost"], row["currency"]) == ("7.0000000001", "USD")
+    assert row["payer"] == world.allocation.pk and row["lab"] == world.lab.pk
+    assert row["owner"] == world.member.pk and row["resource"] == case.resource_id
+    assert [h["kind"] for h in row["holds"]] == ["thesis"]
+    client = api(world.finance)
+    assert client.get("/api/v1/retention-cases/").json()["count"] == 2
+    assert client.get("/api/v1/retention-cases/?state=kept").json()["count"] == 1
+    assert client.get(f"/api/v1/retention-cases/?lab={world.lab.pk}").json()["count"] == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "role"),
+    [
+        ("/api/v1/invoices/", "finance"),
+        ("/api/v1/invoice-lines/", "member"),
+        ("/api/v1/retention-cases/", "lab_admin"),
+    ],
+)
+def test_invoice_and_retention_query_counts_are_flat(world, api, account, url, role):
+    from tests.api.fixtures import make_invoice, make_retention_case
+    from tests.factories import FundingSourceFactory
+
+    client = api(getattr(world, role))
+
+    def grow(n):
+        for _ in range(n):
+            source = FundingSourceFactory(lab=world.lab)
+            make_invoice(world, source, allocation=world.allocation)
+            make_retention_case(world, account)
+
+    grow(2)
+    _queries(client, url)  # the token's first use records it
+    few = _queries(client, url)
+    grow(12)
+    assert _queries(client, url) == few
+    assert few <= 6

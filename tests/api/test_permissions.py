@@ -24,6 +24,9 @@ LISTS = [
     "spend/monthly/",
     "alerts/",
     "notifications/",
+    "invoices/",
+    "invoice-lines/",
+    "retention-cases/",
 ]
 
 
@@ -74,6 +77,17 @@ DETAILS = {
         _codes(**MONEY_AND_LAB),
     ),
     "alert": (lambda w, o: f"alerts/{o('alert').pk}/", _codes(**MONEY_AND_LAB, member=200)),
+    "invoice": (lambda w, o: f"invoices/{o('invoice').pk}/", _codes(**MONEY_AND_LAB)),
+    "other lab's invoice": (
+        lambda w, o: f"invoices/{o('other_invoice').pk}/",
+        _codes(inst_admin=200, finance=200),
+    ),
+    # Lines are the holder's own (the My invoices page); the others read them on the invoice.
+    "member's invoice line": (lambda w, o: f"invoice-lines/{o('line').pk}/", _codes(member=200)),
+    "retention case": (
+        lambda w, o: f"retention-cases/{o('retention_case').pk}/",
+        _codes(**MONEY_AND_LAB, member=200),
+    ),
     "member's notification": (
         lambda w, o: f"notifications/{o('notification').pk}/",
         _codes(member=200),
