@@ -3,8 +3,10 @@ role (through the services, which enforce it whatever page or script calls them)
 that the attempt succeeds exactly where the table says "yes"."""
 
 import datetime as dt
+from contextlib import nullcontext
 from decimal import Decimal as D
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import PermissionDenied
@@ -12,7 +14,7 @@ from django.utils import timezone
 
 from labgov.accounts.services import institution_auto_approve_ceiling_set, membership_grant
 from labgov.alerts.models import Alert
-from labgov.alerts.services import may_act_on_pod
+from labgov.alerts.services import alert_pod_action, may_act_on_pod
 from labgov.core.errors import DomainError
 from labgov.funding.imports import grants_import_csv
 from labgov.funding.models import Allocation
@@ -237,6 +239,27 @@ def act_on_own_pod(world, who):
     return may_act_on_pod(who, alert, "stop") and may_act_on_pod(who, alert, "start")
 
 
+def terminate_from_alert(world, who):
+    # The pod of someone else in the lab, stopped and billing for its disk; a Runpod client
+    # that would accept the terminate, so only the power decides.
+    account = RunpodAccountFactory(institution=world.institution)
+    pod = make_pod(account, world.allocation, status="EXITED")
+    alert = Alert.objects.create(
+        institution=world.institution,
+        lab=world.lab,
+        owner=world.allocation.user,
+        resource=pod,
+        kind="stopped_pod_disk",
+        subject_key=f"resource:{pod.pk}",
+        title="Stopped pod billing",
+    )
+    client = SimpleNamespace(pod_action=lambda runpod_id, action: None)
+    alert_pod_action(
+        actor=who, alert=alert, action="terminate", client_factory=lambda a: nullcontext(client)
+    )
+    return True
+
+
 def read_lab_history(world, who):
     gone = _ended_member(world.lab)
     allocation = AllocationFactory(funding_source=world.funding_source, user=gone)
@@ -364,6 +387,7 @@ POWERS = {
         own_request_auto_approved
     ),
     "Stop or start a pod of theirs from its alert": act_on_own_pod,
+    "Terminate a pod (deleting its disks) from its alert, alone": terminate_from_alert,
     "Read the allocations and requests of the lab's people, ended ones included": (
         read_lab_history
     ),

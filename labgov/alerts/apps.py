@@ -14,7 +14,6 @@ class AlertsConfig(AppConfig):
 
         for kind in Kind:
             register(f"alert.{kind.value}", f"Alert: {kind.label}", "warning")
-        # A pod's owner is told when someone else stops or terminates it; terminating loses
-        # its disk, so that one is emailed at once.
+        # A pod's owner is told when someone else stops it. Nobody terminates a pod from an
+        # alert: its deletion goes through a retention case, whose transitions tell the owner.
         register("pod.stopped_by_other", "Someone else stopped your pod", "warning")
-        register("pod.terminated_by_other", "Someone else terminated your pod", "critical")

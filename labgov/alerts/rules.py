@@ -173,8 +173,9 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
                 title=f"Stopped pod {name} is billing {usd(monthly)}/month for its "
                 f"{pod.volume_disk_gb} GB volume disk",
                 detail=f"{stopped}. A stopped pod's volume disk bills at double the running "
-                f"rate ($0.20/GB/month); its latest billing records confirm it. Terminate it if "
-                f"the data is no longer needed, or start it to go on working.",
+                f"rate ($0.20/GB/month); its latest billing records confirm it. If the data is no "
+                f"longer needed, open a retention case to have the pod deleted (a second "
+                f"person approves); or start it to go on working.",
                 monthly_cost_usd=monthly,
                 facts={
                     "runpod_id": pod.runpod_id,

@@ -1,6 +1,8 @@
-"""What people do with alerts: acknowledge, snooze, resolve, reopen, and stop, start or
-terminate the pod an alert is about. Each change is audited in its own transaction; a pod
-action goes through the Runpod client first and is recorded only once Runpod accepted it."""
+"""What people do with alerts: acknowledge, snooze, resolve, reopen, and stop or start the pod
+an alert is about. Each change is audited in its own transaction; a pod action goes through the
+Runpod client first and is recorded only once Runpod accepted it. Terminating a pod deletes its
+disks and their data, so it is never one person's action from an alert: it goes through a
+retention case, where one person requests the deletion and another approves it."""
 
 import datetime as dt
 from collections.abc import Callable
@@ -24,14 +26,15 @@ MAX_SNOOZE_DAYS = 90
 POD_ACTIONS = {
     "stop": ("Stop", (PodStatus.RUNNING, PodStatus.STARTING)),
     "start": ("Start", (PodStatus.EXITED,)),
-    "terminate": (
-        "Terminate",
-        (PodStatus.RUNNING, PodStatus.STARTING, PodStatus.EXITED, PodStatus.ERROR),
-    ),
 }
 PAST = {"stop": "stopped", "start": "started", "terminate": "terminated"}
-# Members may stop and start their own pods; terminating loses data and is for lab admins.
+# Members may stop and start their own pods; terminating loses data and needs two people.
 OWNER_ACTIONS = ("stop", "start")
+TERMINATE_REFUSED = (
+    "Terminating a pod deletes its disks and their data, which needs two people: open a "
+    "retention case for it from this alert (stop the pod first if it runs), request its "
+    "deletion there, and another person approves it."
+)
 
 
 def _require_manager(actor, alert: Alert) -> None:
@@ -166,8 +169,15 @@ def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:
     ]
 
 
+def refuse_terminate(actor, alert: Alert) -> None:
+    """Terminating from an alert is refused: to whoever may handle the alert, in words naming
+    the retention case; to anyone else, as any power they lack."""
+    _require_manager(actor, alert)
+    raise DomainError(TERMINATE_REFUSED)
+
+
 def _pod_call(resource: Resource, action: str, client_factory: Callable | None):
-    """Stop, start or terminate a pod on Runpod (outside any transaction: it is a network
+    """Stop or start a pod on Runpod (outside any transaction: it is a network
     call). Runpod's refusal is a DomainError in words."""
     from labgov.runpod.services import write_client_for_account
 
@@ -184,17 +194,13 @@ def _pod_record(*, actor, resource: Resource, action: str, pod, institution_id, 
     now = timezone.now()
     locked = Resource.objects.select_for_update().get(pk=resource.pk)
     before = {"status": locked.status}
-    if action == "terminate":
-        locked.status = PodStatus.TERMINATED
-        locked.gone_at = now
-        locked.cost_per_hr_usd = 0
-    elif pod is not None:
+    if pod is not None:
         locked.status = pod.status
         locked.cost_per_hr_usd = pod.cost_per_hr_usd
     else:
         locked.status = PodStatus.EXITED if action == "stop" else PodStatus.STARTING
     locked.status_changed_at = now
-    locked.save(update_fields=["status", "status_changed_at", "gone_at", "cost_per_hr_usd"])
+    locked.save(update_fields=["status", "status_changed_at", "cost_per_hr_usd"])
     after = {"status": locked.status}
     if alert_id is not None:
         after["alert_id"] = alert_id
@@ -277,9 +283,12 @@ def own_pod_action(
 def alert_pod_action(
     *, actor, alert: Alert, action: str, client_factory: Callable | None = None
 ) -> Alert:
-    """Stop, start or terminate the alert's pod on Runpod, then record it: the pod's new
-    status, an audit event, and (when the action ends the waste) the alert resolved by the
-    actor. Runpod's refusal is a DomainError in words, and nothing is recorded."""
+    """Stop or start the alert's pod on Runpod, then record it: the pod's new status, an audit
+    event, and (when the action ends the waste) the alert resolved by the actor. Runpod's
+    refusal is a DomainError in words, and nothing is recorded. Terminating is refused (see
+    refuse_terminate): deleting data needs a retention case and a second person."""
+    if action == "terminate":
+        refuse_terminate(actor, alert)
     access.deny_unless(may_act_on_pod(actor, alert, action))
     if action not in dict(pod_actions_for(actor, alert)):
         status = alert.resource.status.lower() if alert.resource else "gone"
@@ -310,17 +319,12 @@ OWNER_TOLD = {
         "Its compute no longer bills; its volume disk ({gb} GB) keeps billing while it is "
         "stopped, at $0.20/GB/month. Start it again to go on working.",
     ),
-    "terminate": (
-        "pod.terminated_by_other",
-        "A terminated pod cannot be started again: its container disk and its volume disk "
-        "({gb} GB), and the data on them, are gone. Data on a network volume is kept.",
-    ),
 }
 
 
 def _tell_owner(actor, alert: Alert, pod: Resource, action: str, *, event_id: int) -> None:
-    """The pod's owner is told, once (per action taken), when someone else stopped or
-    terminated their pod, naming who did it."""
+    """The pod's owner is told, once (per action taken), when someone else stopped their pod,
+    naming who did it."""
     from labgov.notifications.services import notify
 
     if action not in OWNER_TOLD:
@@ -347,9 +351,9 @@ def _ends_condition(alert: Alert, action: str) -> bool:
     from labgov.alerts.models import Kind
 
     if alert.kind == Kind.STOPPED_POD_DISK:
-        return action in ("start", "terminate")
+        return action == "start"
     if alert.kind == Kind.RUNNING_IDLE:
-        return action in ("stop", "terminate")
+        return action == "stop"
     return False
 
 

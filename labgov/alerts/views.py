@@ -200,6 +200,13 @@ def alert_transition(request, pk: int, action: str):
 def alert_pod_action(request, pk: int, action: str):
     """GET asks for confirmation, saying what the action does; POST does it."""
     alert = selectors.alert_for_user(request.user, pk)
+    if action == "terminate":
+        # Deleting data needs two people: never from an alert, always a retention case.
+        try:
+            services.refuse_terminate(request.user, alert)
+        except DomainError as exc:
+            messages.error(request, exc.message)
+        return redirect("alerts:detail", pk=alert.pk)
     access.deny_unless(services.may_act_on_pod(request.user, alert, action))
     allowed = dict(services.pod_actions_for(request.user, alert))
     if request.method == "POST":

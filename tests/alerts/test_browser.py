@@ -1,7 +1,9 @@
 """Journey 3 of DOMAIN.md in a real browser (Debian's Chromium through Playwright): a student
 stops a pod and forgets it; after the next sync labgov flags the stopped-but-billing volume
 disk with its monthly cost, tells the owner and the lab admin, and the lab admin resolves it
-by terminating the pod on the Runpod simulator, with confirmation, audited."""
+the way deleting data always goes, with two people: they open a retention case from the alert
+and request the pod's deletion; a second lab admin approves; labgov terminates the pod on the
+Runpod simulator, audited; the next sync finds nothing billing and the alert resolves."""
 
 import datetime as dt
 import re
@@ -13,11 +15,12 @@ from django.utils import timezone
 from labgov.alerts.models import Alert, Kind
 from labgov.audit.models import AuditEvent
 from labgov.notifications.models import Notification
+from labgov.retention.models import RetentionCase, State
 from labgov.runpod.models import Resource
 from labgov.runpod.services import resource_assign
 from labgov.runpod.sync import account_sync
 from labgov.simulator import SimulatorServer, load_scenario
-from tests.factories import RunpodAccountFactory, _encrypt
+from tests.factories import MembershipFactory, RunpodAccountFactory, _encrypt
 from tests.fixtures_browser import login
 from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
 
@@ -46,7 +49,7 @@ def _sync(account, since):
     return run
 
 
-def test_journey_3_stopped_but_billing_alert_resolved_by_terminating(
+def test_journey_3_stopped_but_billing_alert_resolved_by_a_two_person_deletion(
     world,
     sim,
     browser,
@@ -95,29 +98,49 @@ def test_journey_3_stopped_but_billing_alert_resolved_by_terminating(
     student.click("nav >> text=Notifications")
     assert "tara-finetune" in student.locator("table").inner_text()
 
-    # The lab admin sees it on the dashboard with its monthly cost, and terminates the pod.
+    # The lab admin sees it on the dashboard with its monthly cost. Terminating loses the
+    # pod's data, so the alert offers no terminate: a retention case, with two people.
     admin = login(browser, live_server, world.lab_admin)
     row = admin.locator(f"#home-alerts tr[data-alert='{alert.pk}']")
     assert "$20.00" in row.inner_text()
     row.locator("a").click()
     admin.wait_for_url(re.compile(rf".*/alerts/{alert.pk}/$"))
     assert admin.locator("[data-figure=monthly-cost]").inner_text() == "$20.00"
-    admin.click("text=Terminate pod…")
-    admin.wait_for_url(re.compile(r".*/pod/terminate/$"))
-    assert "cannot be recovered" in admin.locator("main").inner_text()
-    admin.click("button:text('Yes, terminate it')")
-    admin.wait_for_url(re.compile(rf".*/alerts/{alert.pk}/$"))
-    assert "Pod terminated on Runpod." in admin.locator(".messages").inner_text()
-    assert admin.locator("[data-state]").get_attribute("data-state") == "resolved"
+    assert "terminate" not in admin.locator("main").inner_text().lower()
+    admin.click("button:text('Open a retention case')")
+    admin.wait_for_url(re.compile(r".*/retention/\d+/$"))
+    case = RetentionCase.objects.get(resource=resource)
+    admin.locator("form[data-form=request] input[name=note]").fill("results copied off")
+    admin.click("button:text('Request deletion')")
+    admin.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    assert admin.locator(".page-head [data-state]").get_attribute("data-state") == (
+        "deletion_requested"
+    )
+    assert sim.state.pod_status(pod["id"]) == "EXITED"  # nothing deleted by one person
 
+    # A second lab admin approves: labgov terminates the pod on Runpod after the commit.
+    approver = MembershipFactory(role="lab_admin", lab=world.lab).user
+    approver.set_password("pw")
+    approver.save()
+    second = login(browser, live_server, approver)
+    second.on("dialog", lambda dialog: dialog.accept())
+    second.goto(f"{live_server.url}/retention/{case.pk}/")
+    second.click("button:text('Approve deletion')")
+    second.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    second.reload()
+    assert second.locator(".page-head [data-state]").get_attribute("data-state") == "deleted"
     assert sim.state.pod_status(pod["id"]) in (None, "TERMINATED")
-    alert.refresh_from_db()
-    assert alert.resolved_by == world.lab_admin
-    assert AuditEvent.objects.filter(action="runpod.pod_terminate", actor=world.lab_admin).exists()
+    assert RetentionCase.objects.get(pk=case.pk).state == State.DELETED
+    deleted = AuditEvent.objects.get(action="retention.delete", target_id=str(case.pk))
+    assert deleted.after["requested_by"] == world.lab_admin.username
+    assert deleted.after["approved_by"] == [approver.username]
+    assert not AuditEvent.objects.filter(action="runpod.pod_terminate").exists()
 
     # The next sync finds nothing billing: no new alert, and the dashboard is clear.
     sim.advance(hours=1)
     _sync(account, started)
     assert not Alert.objects.unresolved().filter(kind=Kind.STOPPED_POD_DISK).exists()
+    alert.refresh_from_db()
+    assert alert.is_resolved
     admin.goto(f"{live_server.url}/")
     assert admin.locator(f"#home-alerts tr[data-alert='{alert.pk}']").count() == 0

@@ -74,7 +74,7 @@ def test_starting_ones_stopped_pod_resolves_its_stopped_pod_alert(world, synced,
 @pytest.mark.parametrize(
     ("who", "action", "status"),
     [
-        ("member", "terminate", 403),  # terminating loses data: lab admins, from an alert
+        ("member", "terminate", 403),  # terminating loses data: a retention case, two people
         ("lab_admin", "stop", 403),  # sees the pod, but it is not theirs: they act from alerts
         ("other_member", "stop", 404),  # does not see it at all
         ("finance", "stop", 403),

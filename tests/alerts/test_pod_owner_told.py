@@ -1,10 +1,13 @@
-"""A pod's owner is told, once and by name, when someone else stops or terminates it from an
-alert; stopping one's own pod tells nobody."""
+"""A pod's owner is told, once and by name, when someone else stops it from an alert; stopping
+one's own pod tells nobody. Nobody terminates it from an alert (that goes through a retention
+case with two people, whose transitions tell the owner), so nothing is told of one."""
 
 import pytest
 
 from labgov.alerts.models import Alert, Kind, Severity
 from labgov.alerts.services import alert_pod_action
+from labgov.audit.models import AuditEvent
+from labgov.core.errors import DomainError
 from labgov.notifications.kinds import get_kind
 from labgov.notifications.models import Notification
 from labgov.runpod.models import Resource
@@ -43,19 +46,20 @@ def _told(user):
     return Notification.objects.filter(recipient=user, kind__endswith="_by_other")
 
 
-def test_owner_is_told_who_terminated_their_pod_and_its_disk(world, synced, fast_clients):
+def test_a_lab_admin_terminating_from_the_alert_is_refused_and_nobody_is_told(
+    world, sim, synced, fast_clients
+):
     alert = _alert_on(world, "vision-annotate")
-    alert_pod_action(
-        actor=world.lab_admin, alert=alert, action="terminate", client_factory=fast_clients
-    )
-    [note] = _told(world.member)
-    who = world.lab_admin.get_full_name()
-    assert note.kind == "pod.terminated_by_other"
-    assert note.subject == f"{who} terminated your pod vision-annotate"
-    assert "volume disk (100 GB), and the data on them, are gone" in note.body
-    assert note.severity == "critical"  # data lost: emailed at once
-    assert get_kind("pod.terminated_by_other").label == "Someone else terminated your pod"
-    assert not _told(world.lab_admin).exists()
+    with pytest.raises(DomainError, match="retention case"):
+        alert_pod_action(
+            actor=world.lab_admin, alert=alert, action="terminate", client_factory=fast_clients
+        )
+    pod = Resource.objects.get(name="vision-annotate")
+    assert sim.state.pod_status(pod.runpod_id) == "EXITED" and pod.gone_at is None
+    assert not _told(world.member).exists()
+    assert not AuditEvent.objects.filter(action="runpod.pod_terminate").exists()
+    # The kind is gone from the list people mute (old rows still read, by their key).
+    assert get_kind("pod.terminated_by_other").label == "pod.terminated_by_other"
 
 
 def test_owner_is_told_once_who_stopped_their_pod(world, synced, fast_clients):

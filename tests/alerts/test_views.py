@@ -56,8 +56,14 @@ PAGE_CODES = {
     "detail": dict(
         inst_admin=200, finance=200, lab_admin=200, member=200, other_member=404, outsider=404
     ),
+    # The pod is stopped: starting it is asked for on a confirmation page (its owner too).
     "pod_confirm": dict(
-        inst_admin=200, finance=403, lab_admin=200, member=403, other_member=404, outsider=404
+        inst_admin=200, finance=403, lab_admin=200, member=200, other_member=404, outsider=404
+    ),
+    # Terminating is never asked for: admins are sent back to the alert, told to open a
+    # retention case; the rest are refused as ever.
+    "pod_terminate": dict(
+        inst_admin=302, finance=403, lab_admin=302, member=403, other_member=404, outsider=404
     ),
 }
 
@@ -68,6 +74,8 @@ def test_alert_pages_permissions(world, alert, client_for, role, page):
     client = client_for(_user(world, role))
     if page == "detail":
         url = reverse("alerts:detail", args=[alert.pk])
+    elif page == "pod_confirm":
+        url = reverse("alerts:pod_action", args=[alert.pk, "start"])
     else:
         url = reverse("alerts:pod_action", args=[alert.pk, "terminate"])
     expected = "login" if role == "anonymous" else PAGE_CODES[page][role]
@@ -173,23 +181,35 @@ def sim_alert(
     return alert
 
 
-def test_terminating_from_the_alert_asks_then_acts_and_audits(world, sim, sim_alert, client_for):
+def test_the_stopped_pod_alert_offers_a_retention_case_and_no_terminate(
+    world, sim, sim_alert, client_for
+):
+    page = client_for(world.inst_admin).get(reverse("alerts:detail", args=[sim_alert.pk]))
+    html = page.content.decode()
+    assert "Open a retention case" in html
+    assert reverse("retention:open", args=[sim_alert.resource_id]) in html
+    assert "Start pod…" in html and "Terminate" not in html
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_terminating_from_the_alert_is_refused_and_points_to_a_retention_case(
+    world, sim, sim_alert, client_for, method
+):
+    # The attack: an institution admin (who handles this alert) posts the terminate action
+    # straight to the alert's pod endpoint. Deleting data needs a second person.
     client = client_for(world.inst_admin)
     url = reverse("alerts:pod_action", args=[sim_alert.pk, "terminate"])
-    page = client.get(url).content.decode()
-    assert "cannot be recovered" in page and "Yes, terminate it" in page
-    assert sim.state.pod_status(sim_alert.resource.runpod_id) == "EXITED"  # nothing yet
-    response = client.post(url, follow=True)
-    assert "Pod terminated on Runpod." in response.content.decode()
-    assert sim.state.pod_status(sim_alert.resource.runpod_id) in (None, "TERMINATED")
+    response = getattr(client, method)(url, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("alerts:detail", args=[sim_alert.pk])
+    text = response.content.decode()
+    assert "needs two people" in text and "retention case" in text
+    assert sim.state.pod_status(sim_alert.resource.runpod_id) == "EXITED"  # still there
     sim_alert.refresh_from_db()
-    assert sim_alert.state == "resolved" and sim_alert.resolved_by == world.inst_admin
-    assert sim_alert.resolution == "Pod terminated from the alert."
+    assert sim_alert.state == "open"
     resource = sim_alert.resource
     resource.refresh_from_db()
-    assert resource.status == "TERMINATED" and resource.gone_at is not None
-    event = AuditEvent.objects.get(action="runpod.pod_terminate")
-    assert event.actor == world.inst_admin and event.after["alert_id"] == sim_alert.pk
+    assert resource.status == "EXITED" and resource.gone_at is None
+    assert not AuditEvent.objects.filter(action="runpod.pod_terminate").exists()
 
 
 def test_starting_the_pod_from_the_alert(world, sim, sim_alert, client_for):
@@ -206,13 +226,11 @@ def test_a_pod_action_runpod_refuses_is_shown_and_changes_nothing(
     # Someone terminated the pod on Runpod's console since the last sync.
     sim.state.pod_action(sim_alert.resource.runpod_id, "terminate")
     client = client_for(world.inst_admin)
-    response = client.post(
-        reverse("alerts:pod_action", args=[sim_alert.pk, "terminate"]), follow=True
-    )
-    assert "Could not terminate the pod on Runpod" in response.content.decode()
+    response = client.post(reverse("alerts:pod_action", args=[sim_alert.pk, "start"]), follow=True)
+    assert "Could not start the pod on Runpod" in response.content.decode()
     sim_alert.refresh_from_db()
     assert sim_alert.state == "open"
-    assert not AuditEvent.objects.filter(action="runpod.pod_terminate").exists()
+    assert not AuditEvent.objects.filter(action="runpod.pod_start").exists()
 
 
 def test_stop_is_not_offered_for_a_stopped_pod(world, sim, sim_alert, client_for):
