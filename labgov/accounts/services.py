@@ -228,3 +228,14 @@ def users_of_institution(institution: Institution):
     return User.objects.filter(is_active=True).filter(
         Q(memberships__institution=institution) | ~Exists(has_any)
     )
+
+
+def money_deciders(institution_id: int) -> list[User]:
+    """The active finance people and institution admins of an institution: those who decide
+    proposals that move money (funding proposals, cost transfers) and are told of them."""
+    ids = (
+        Membership.objects.active()
+        .filter(institution_id=institution_id, role__in=INSTITUTION_ROLES)
+        .values("user_id")
+    )
+    return list(User.objects.filter(pk__in=ids, is_active=True))

@@ -211,29 +211,40 @@ def institution_people(request):
     )
 
 
-@login_required
-@require_POST
-def institution_ceiling(request):
+def _institution_setting(request, form_class, save, saved: str):
+    """One setting of the institution the person administers: the form's errors (all of
+    them) or the service's refusal as messages, back on the institution page either way."""
     scope = access.scope_for(request.user)
     access.deny_unless(bool(scope.admin_institutions))
     institution = (
         Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
     )
-    form = AutoApproveCeilingForm(request.POST)
+    form = form_class(request.POST)
     if not form.is_valid():
         for errors in form.errors.values():
             for error in errors:
                 messages.error(request, error)
         return redirect("accounts:institution")
     try:
-        institution_auto_approve_ceiling_set(
-            actor=request.user, institution=institution, amount_usd=form.cleaned_data["amount_usd"]
-        )
+        save(institution, form.cleaned_data)
     except DomainError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Auto-approval ceiling saved.")
+        messages.success(request, saved)
     return redirect("accounts:institution")
+
+
+@login_required
+@require_POST
+def institution_ceiling(request):
+    return _institution_setting(
+        request,
+        AutoApproveCeilingForm,
+        lambda institution, data: institution_auto_approve_ceiling_set(
+            actor=request.user, institution=institution, amount_usd=data["amount_usd"]
+        ),
+        "Auto-approval ceiling saved.",
+    )
 
 
 class LoginView(auth_views.LoginView):
@@ -250,23 +261,11 @@ class LoginView(auth_views.LoginView):
 @login_required
 @require_POST
 def institution_time_zone(request):
-    scope = access.scope_for(request.user)
-    access.deny_unless(bool(scope.admin_institutions))
-    institution = (
-        Institution.objects.filter(pk__in=scope.admin_institutions).order_by("name").first()
+    return _institution_setting(
+        request,
+        TimeZoneForm,
+        lambda institution, data: institution_time_zone_set(
+            actor=request.user, institution=institution, time_zone=data["time_zone"]
+        ),
+        "Time zone saved.",
     )
-    form = TimeZoneForm(request.POST)
-    if not form.is_valid():
-        for errors in form.errors.values():
-            for error in errors:
-                messages.error(request, error)
-        return redirect("accounts:institution")
-    try:
-        institution_time_zone_set(
-            actor=request.user, institution=institution, time_zone=form.cleaned_data["time_zone"]
-        )
-    except DomainError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, "Time zone saved.")
-    return redirect("accounts:institution")

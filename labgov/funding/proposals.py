@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from labgov.accounts import access
-from labgov.accounts.models import Lab, Membership, Role
+from labgov.accounts.models import Lab
+from labgov.accounts.services import money_deciders
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.funding.models import FundingProposal, FundingSource
@@ -50,17 +51,6 @@ def _clean(values: dict) -> dict:
         status=clean["status"],
     )
     return clean
-
-
-def _deciders(institution_id: int):
-    from labgov.accounts.models import User
-
-    ids = (
-        Membership.objects.active()
-        .filter(institution_id=institution_id, role__in=[Role.FINANCE, Role.INSTITUTION_ADMIN])
-        .values("user_id")
-    )
-    return list(User.objects.filter(pk__in=ids, is_active=True))
 
 
 def _notify(*, recipients, kind: str, proposal: FundingProposal, subject: str, body: str = ""):
@@ -121,7 +111,7 @@ def funding_proposal_create(
     )
     what = "a new funding source" if funding_source is None else f"a change to {funding_source}"
     _notify(
-        recipients=[u for u in _deciders(lab.institution_id) if u.pk != actor.pk],
+        recipients=[u for u in money_deciders(lab.institution_id) if u.pk != actor.pk],
         kind="funding.proposal",
         proposal=proposal,
         subject=f"{actor} proposes {what} for {lab}",

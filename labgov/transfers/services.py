@@ -23,7 +23,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from labgov.accounts import access
-from labgov.accounts.models import Institution, Membership, Role
+from labgov.accounts.models import Institution
+from labgov.accounts.services import money_deciders
 from labgov.audit.services import audit_record
 from labgov.core.bounds import check_values
 from labgov.core.errors import DomainError
@@ -187,17 +188,6 @@ def _problems(
     return problems
 
 
-def _deciders(institution_id: int):
-    from labgov.accounts.models import User
-
-    ids = (
-        Membership.objects.active()
-        .filter(institution_id=institution_id, role__in=[Role.FINANCE, Role.INSTITUTION_ADMIN])
-        .values("user_id")
-    )
-    return list(User.objects.filter(pk__in=ids, is_active=True))
-
-
 def _notify(*, recipients, kind: str, transfer: CostTransfer, subject: str, body: str = ""):
     from labgov.notifications.services import notify
 
@@ -297,7 +287,7 @@ def cost_transfer_create(
         _apply(transfer, actor, now)
     else:
         _notify(
-            recipients=[u for u in _deciders(institution_id) if u.pk != actor.pk],
+            recipients=[u for u in money_deciders(institution_id) if u.pk != actor.pk],
             kind="transfer.proposal",
             transfer=transfer,
             subject=f"{actor} proposes moving ${amount_usd:,.2f} of {month:%B %Y} spend "
