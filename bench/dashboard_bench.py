@@ -13,6 +13,9 @@ with generate_series, not by the sync. The rollups and the ledger's usage are th
 the sync's own functions (`rollups_rebuild`, `usage_reconcile`), and a sample of rollups is
 checked against the raw records.
 
+`--keep` leaves both databases behind and `--reuse` starts from them (their rollups are
+checked again, in seconds even at 10M), so page work can be measured again without a rebuild.
+
 Both sizes are built side by side (the 10k one in `labgov_dashbench_small`), and each page is
 requested in-process with Django's test Client, DEBUG off: 3 warm-up requests, then
 `--requests` timed ones per size, alternating between the sizes so that the machine's load
@@ -219,6 +222,50 @@ def _build(records: int) -> dict:
     }
 
 
+def _world() -> dict:
+    """What `_build` returned, read back from a database it built earlier (--reuse)."""
+    from django.db import connection
+
+    from labgov.accounts.models import Lab, User
+    from labgov.funding.models import FundingSource
+    from labgov.runpod.models import RunpodAccount
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT (bucket_start AT TIME ZONE 'UTC')::date FROM runpod_billingrecord"
+            " ORDER BY 1"
+        )
+        days = [row[0] for row in cursor.fetchall()]
+    people = User.objects.in_bulk([f"person{0:04d}", f"person{LABS:04d}"], field_name="username")
+    return {
+        "accounts": list(RunpodAccount.objects.order_by("pk")),
+        "days": days,
+        "lab_admin": people["person0000"],
+        "lab": Lab.objects.get(slug="lab-00"),
+        "funding_source": FundingSource.objects.get(name="Grant 000"),
+        "student": people[f"person{LABS:04d}"],
+        "finance": User.objects.get(username="finance"),
+    }
+
+
+def _reusable(name: str, records: int):
+    """The connection to a database an earlier `--keep` run left with `records` records, or
+    None."""
+    import psycopg
+    from django.db import connections
+    from django.db.utils import load_backend
+
+    try:
+        with psycopg.connect(ADMIN_URL.replace("/postgres", f"/{name}")) as conn:
+            (count,) = conn.execute("SELECT count(*) FROM runpod_billingrecord").fetchone()
+    except psycopg.Error:
+        return None
+    if count != records // RESOURCES * RESOURCES:
+        return None
+    settings_dict = {**connections.settings["default"], "NAME": name}
+    return load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, "default")
+
+
 def _rollups(world: dict) -> dict:
     from django.db import transaction
 
@@ -235,7 +282,13 @@ def _rollups(world: dict) -> dict:
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    return {"rollup_seconds": round(seconds, 1), **_verify_sample()}
+    started = time.perf_counter()
+    checked = _verify_sample()
+    return {
+        "rollup_seconds": round(seconds, 1),
+        **checked,
+        "verify_seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def _verify_sample() -> dict:
@@ -243,30 +296,28 @@ def _verify_sample() -> dict:
     from django.db import connection
 
     with connection.cursor() as cursor:
+        # One pass over the records, grouped, then a hash join on (allocation, day) with a
+        # plain equality (no IS NOT DISTINCT FROM, which forces a nested loop): seconds at 10M.
         cursor.execute(
             """
-            WITH sample AS (
-                SELECT DISTINCT allocation_id, day FROM usage_dailyspend
-                WHERE mod(allocation_id, 97) = 1 OR allocation_id IS NULL
-            ),
-            raw AS (
-                SELECT b.allocation_id, (b.bucket_start AT TIME ZONE 'UTC')::date AS day,
+            WITH raw AS (
+                SELECT coalesce(b.allocation_id, 0) AS allocation_id,
+                       (b.bucket_start AT TIME ZONE 'UTC')::date AS day,
                        sum(b.total_usd) AS total
                 FROM runpod_billingrecord b
-                JOIN sample s ON s.allocation_id IS NOT DISTINCT FROM b.allocation_id
-                 AND b.bucket_start >= s.day AND b.bucket_start < s.day + 1
+                WHERE mod(b.allocation_id, 97) = 1 OR b.allocation_id IS NULL
                 GROUP BY 1, 2
             ),
             rolled AS (
-                SELECT d.allocation_id, d.day, sum(d.amount_usd) AS total
-                FROM usage_dailyspend d JOIN sample s
-                  ON s.allocation_id IS NOT DISTINCT FROM d.allocation_id AND s.day = d.day
+                SELECT coalesce(d.allocation_id, 0) AS allocation_id, d.day,
+                       sum(d.amount_usd) AS total
+                FROM usage_dailyspend d
+                WHERE mod(d.allocation_id, 97) = 1 OR d.allocation_id IS NULL
                 GROUP BY 1, 2
             )
             SELECT count(*), count(*) FILTER (WHERE raw.total IS DISTINCT FROM rolled.total)
             FROM raw FULL JOIN rolled
-              ON raw.allocation_id IS NOT DISTINCT FROM rolled.allocation_id
-             AND raw.day = rolled.day
+              ON raw.allocation_id = rolled.allocation_id AND raw.day = rolled.day
             """
         )
         checked, mismatched = cursor.fetchone()
@@ -388,7 +439,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=50)
-    parser.add_argument("--keep", action="store_true", help="leave the database behind")
+    parser.add_argument("--keep", action="store_true", help="leave the databases behind")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="use the databases an earlier --keep run left, when they hold the same sizes "
+        "(implies --keep)",
+    )
     args = parser.parse_args()
 
     _setup_django()
@@ -396,13 +453,22 @@ def main() -> None:
     databases = {args.small: f"{DB}_small", args.records: DB}
     try:
         for size, name in databases.items():
-            connection = _database(name)
-            _use(connection)
-            started = time.perf_counter()
-            world = _build(size)
-            data = _rollups(world)
-            data["build_seconds"] = round(time.perf_counter() - started, 1)
-            print(f"{size:,} records: built in {data['build_seconds']} s {data}", flush=True)
+            connection = args.reuse and _reusable(name, size)
+            if connection:
+                _use(connection)
+                world = _world()
+                started = time.perf_counter()
+                data = {**_verify_sample(), "reused": True}
+                data["verify_seconds"] = round(time.perf_counter() - started, 1)
+                print(f"{size:,} records: reused {data}", flush=True)
+            else:
+                connection = _database(name)
+                _use(connection)
+                started = time.perf_counter()
+                world = _build(size)
+                data = _rollups(world)
+                data["build_seconds"] = round(time.perf_counter() - started, 1)
+                print(f"{size:,} records: built in {data['build_seconds']} s {data}", flush=True)
             runs[size] = {"connection": connection, "world": world, "data": data}
         load_before = os.getloadavg()[0]
         # Alerts first, so their pages have alerts to show; then the database is vacuumed,
@@ -414,7 +480,7 @@ def main() -> None:
     finally:
         for run in runs.values():
             run["connection"].close()
-        if not args.keep:
+        if not (args.keep or args.reuse):
             for name in databases.values():
                 _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     runs = {size: {"data": run["data"], "pages": pages[size]} for size, run in runs.items()}

@@ -92,9 +92,14 @@ def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> O
                 # Someone new owns or governs it now (a resource was assigned): tell them,
                 # under the opening's key, so those already told are not told again.
                 outcome.notified += _tell(alert, audience, reason="open")
-        # Most alerts stand still from one evaluation to the next: one statement for them all.
-        Alert.objects.filter(pk__in=unchanged).update(last_seen_at=now)
         outcome.resolved = [alert.pk for alert in current.values()]
+        # Most alerts stand still from one evaluation to the next: one statement for them all,
+        # named by what they are (the institution's unresolved alerts, but for those about to
+        # be resolved), not by a list of a thousand ids.
+        if unchanged:
+            Alert.objects.filter(institution_id=institution_id).unresolved().exclude(
+                pk__in=outcome.resolved
+            ).update(last_seen_at=now)
         Alert.objects.filter(pk__in=outcome.resolved).update(
             state=Alert.State.RESOLVED,
             resolved_at=now,
@@ -189,14 +194,22 @@ class Audience:
                 self.lab_admins[lab_id].append(user_id)
             else:
                 self.institution_admins.append(user_id)
-        wanted = {*owner_ids, *self.institution_admins}
-        wanted.update(i for ids in self.lab_admins.values() for i in ids)
-        self.users = User.objects.filter(is_active=True).in_bulk(wanted - {None})
+        self._wanted = {*owner_ids, *self.institution_admins}
+        self._wanted.update(i for ids in self.lab_admins.values() for i in ids)
+        self._users: dict[int, User] | None = None
+
+    @property
+    def users(self) -> dict[int, User]:
+        """Read when the first person is to be told: most evaluations tell nobody."""
+        if self._users is None:
+            self._users = User.objects.filter(is_active=True).in_bulk(self._wanted - {None})
+        return self._users
 
     def of(self, alert: Alert) -> list[User]:
         managers = self.lab_admins.get(alert.lab_id, []) or self.institution_admins
         ids = {alert.owner_id, *managers} - {None}
-        return [self.users[i] for i in sorted(ids) if i in self.users]
+        users = self.users
+        return [users[i] for i in sorted(ids) if i in users]
 
 
 def _tell(alert: Alert, audience: Audience, *, reason: str) -> int:

@@ -237,20 +237,42 @@ COMMITTED_KINDS = (LedgerEntry.Kind.COMMITMENT, LedgerEntry.Kind.RELEASE)
 SPENT_KINDS = (LedgerEntry.Kind.USAGE, LedgerEntry.Kind.ADJUSTMENT)
 
 
-def _ledger_annotations(owner_field: str) -> dict:
-    def total(kinds):
-        return Coalesce(
-            Subquery(
-                LedgerEntry.objects.filter(**{owner_field: OuterRef("pk")}, kind__in=kinds)
-                .values(owner_field)
-                .annotate(total=Sum("amount_usd"))
-                .values("total")
-            ),
-            ZERO,
-            output_field=_PRECISE,
-        )
+class LedgerTotal(models.Model):
+    """The sums of the ledger's entries, committed and spent, for one funding source or one
+    allocation: what every page, alert and the API show as committed, spent and remaining.
 
-    return {"committed_usd": total(COMMITTED_KINDS), "spent_usd": total(SPENT_KINDS)}
+    The ledger is append-only, so these only ever grow by the entries added; a database
+    trigger on the ledger adds each inserted entry here in the inserting statement's own
+    transaction (`labgov/funding/totals.py`), whichever code inserts it. Reading a balance is
+    then one index probe instead of a sum over years of daily usage entries.
+    `manage.py ledger_totals --check` compares them with the sums of the entries.
+    """
+
+    class Owner(models.TextChoices):
+        FUNDING_SOURCE = "funding_source", "Funding source"
+        ALLOCATION = "allocation", "Allocation"
+
+    owner_kind = models.CharField(max_length=20, choices=Owner.choices)
+    owner_id = models.BigIntegerField()
+    committed_usd = models.DecimalField(max_digits=30, decimal_places=10, default=0)
+    spent_usd = models.DecimalField(max_digits=30, decimal_places=10, default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner_kind", "owner_id"], name="ledger_total_owner")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner_kind} {self.owner_id}: {self.committed_usd} / {self.spent_usd}"
+
+
+def _ledger_annotations(owner_field: str) -> dict:
+    totals = LedgerTotal.objects.filter(owner_kind=owner_field, owner_id=OuterRef("pk"))
+
+    def total(column):
+        return Coalesce(Subquery(totals.values(column)[:1]), ZERO, output_field=_PRECISE)
+
+    return {"committed_usd": total("committed_usd"), "spent_usd": total("spent_usd")}
 
 
 class FundingProposalQuerySet(models.QuerySet):
