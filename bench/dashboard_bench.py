@@ -256,7 +256,7 @@ def _reusable(name: str, records: int):
     from django.db.utils import load_backend
 
     try:
-        with psycopg.connect(ADMIN_URL.replace("/postgres", f"/{name}")) as conn:
+        with psycopg.connect(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}") as conn:
             (count,) = conn.execute("SELECT count(*) FROM runpod_billingrecord").fetchone()
     except psycopg.Error:
         return None
