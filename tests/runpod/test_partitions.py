@@ -265,3 +265,20 @@ def test_the_command_says_partitioning_is_postgresql_only(db):
         pytest.skip("this database is PostgreSQL, where billing is partitioned")
     with pytest.raises(CommandError, match="PostgreSQL only"):
         call_command("billing_partitions", "list")
+
+
+def test_the_daily_task_makes_this_month_and_the_next_three(postgres, settings):
+    import time_machine
+
+    from labgov.runpod.tasks import billing_partitions_ahead
+
+    entry = settings.CELERY_BEAT_SCHEDULE["runpod-billing-partitions-ahead"]
+    assert entry["task"] == "labgov.runpod.tasks.billing_partitions_ahead"
+    months = [dt.date(2031, m, 1) for m in (5, 6, 7, 8)]
+    _drop_months(*months)
+    with time_machine.travel(dt.datetime(2031, 5, 31, 23, 59, tzinfo=UTC), tick=False):
+        assert billing_partitions_ahead() == 4
+        call_command("billing_partitions", "ahead")  # the same, by hand: a no-op now
+    tables = _tables()
+    assert all(tables[partitions.table_name(m)] for m in months)
+    assert "runpod_billingrecord_p2031_09" not in tables
