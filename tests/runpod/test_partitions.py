@@ -216,11 +216,21 @@ def test_detach_a_closed_month_then_attach_it_back(two_months, world):
     assert _built_from_records() == built
 
 
+@pytest.fixture
+def at_now():
+    import time_machine
+
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+@pytest.mark.usefixtures("at_now")
 def test_the_command_lists_and_refuses_in_words(two_months, world, capsys):
     ClosedPeriod.objects.create(institution=world.institution, month=SEPTEMBER)
     call_command("billing_partitions", "list")
     listing = capsys.readouterr().out
-    assert "2026-09           3" in listing and "attached  yes" in listing
+    assert "2026-09           3" in listing and "attached  yes, for every institution" in listing
+    assert "2026-11           2" in listing and "(current month)" in listing
     with pytest.raises(CommandError, match="current month or a later one"):
         call_command("billing_partitions", "detach", "2999-01")
     with pytest.raises(CommandError, match="YYYY-MM"):

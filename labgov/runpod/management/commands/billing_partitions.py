@@ -70,14 +70,20 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
 
     def _list(self) -> None:
+        current = partitions.month_start(timezone.now())
         self.stdout.write(f"{'month':8} {'records':>10} {'size':>9}  {'state':9} closed")
         for part in archive.billing_months():
-            if not part.institutions:
-                closed = "yes (no records)"
+            if part.month > current:
+                closed = "no (future month)"
+            elif part.month == current:
+                closed = "no (current month)"
+            elif not part.institutions:
+                closed = "no records"
             elif part.closed:
-                closed = "yes"
+                closed = "yes, for every institution with records in it"
             else:
-                closed = "no"
+                still_open = sum(not share.closed for share in part.institutions)
+                closed = f"no: open for {still_open} of {len(part.institutions)} institution(s)"
             self.stdout.write(
                 f"{part.month:%Y-%m}  {part.rows:>10} {_size(part.size_bytes):>9}  "
                 f"{'attached' if part.attached else 'detached':9} {closed}"
