@@ -170,6 +170,17 @@ def _create(months: set[dt.date]) -> None:
             )
 
 
+def detached_within(start: dt.datetime, end: dt.datetime) -> list[dt.date]:
+    """Months of [start, end) whose records are archived (their partition detached)."""
+    if connection.vendor != "postgresql" or end <= start:
+        return []
+    with connection.cursor() as cursor:
+        partitioned, _, detached = _state(
+            cursor, months_between(start, end - dt.timedelta(microseconds=1))
+        )
+    return sorted(detached) if partitioned else []
+
+
 def ensure_ahead(now: dt.datetime, months: int = MONTHS_AHEAD) -> list[dt.date]:
     """Create the current month and the next `months` ahead (the daily task). Returns them."""
     wanted = [month_start(now)]

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.urls import reverse
 
 from labgov.audit.models import AuditEvent
 from labgov.core.errors import DomainError
@@ -188,9 +189,18 @@ def test_detach_refuses_the_current_and_future_months(two_months, world, month):
     assert BillingRecord.objects.filter(resource__account=two_months).count() == 5
 
 
-def test_detach_a_closed_month_then_attach_it_back(two_months, world):
+def _reconciliation_status(client, institution) -> str:
+    """What finance's page of September says of its reconciliation."""
+    url = reverse("invoicing:period", args=[institution.pk, 2026, 9])
+    body = client.get(url).content.decode()
+    return body.split('id="reconciliation-status"><strong>', 1)[1].split("</strong>", 1)[0]
+
+
+def test_detach_a_closed_month_then_attach_it_back(two_months, world, client_for):
     ClosedPeriod.objects.create(institution=world.institution, month=SEPTEMBER)
     built = _built_from_records()
+    finance = client_for(world.finance)
+    assert _reconciliation_status(finance, world.institution) == "Not reconciled"  # no sync
 
     part = billing_month_detach(actor=None, month=SEPTEMBER, now=NOW)
 
@@ -199,6 +209,8 @@ def test_detach_a_closed_month_then_attach_it_back(two_months, world):
     records = BillingRecord.objects.filter(resource__account=two_months)
     assert list(records.values_list("total_usd", flat=True)) == [Decimal("0.25")] * 2
     assert _built_from_records() == built  # rollups (what pages show) stay as they were
+    # The period page says why it cannot recompute labgov's side, instead of a difference.
+    assert _reconciliation_status(finance, world.institution) == "Records archived"
     event = AuditEvent.objects.get(action="billing.month_detach")
     assert event.institution_id == world.institution.pk
     assert event.after["month"] == "2026-09" and event.after["records"] == 3
@@ -214,6 +226,7 @@ def test_detach_a_closed_month_then_attach_it_back(two_months, world):
     assert _tables()["runpod_billingrecord_p2026_09"] is True
     assert AuditEvent.objects.filter(action="billing.month_attach").count() == 1
     assert _built_from_records() == built
+    assert _reconciliation_status(finance, world.institution) == "Not reconciled"
 
 
 @pytest.fixture
