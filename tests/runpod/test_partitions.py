@@ -211,6 +211,11 @@ def test_detach_a_closed_month_then_attach_it_back(two_months, world, client_for
     assert _built_from_records() == built  # rollups (what pages show) stay as they were
     # The period page says why it cannot recompute labgov's side, instead of a difference.
     assert _reconciliation_status(finance, world.institution) == "Records archived"
+    # An export of the period's records would miss the month: refused, in words.
+    records_csv = reverse("exports:period_records_csv", args=[world.institution.pk, 2026, 9])
+    refused = finance.get(records_csv, follow=True)
+    assert "billing records of September 2026 are archived" in refused.content.decode()
+    assert refused.redirect_chain and not refused.get("Content-Disposition")
     event = AuditEvent.objects.get(action="billing.month_detach")
     assert event.institution_id == world.institution.pk
     assert event.after["month"] == "2026-09" and event.after["records"] == 3
@@ -227,6 +232,8 @@ def test_detach_a_closed_month_then_attach_it_back(two_months, world, client_for
     assert AuditEvent.objects.filter(action="billing.month_attach").count() == 1
     assert _built_from_records() == built
     assert _reconciliation_status(finance, world.institution) == "Not reconciled"
+    exported = b"".join(finance.get(records_csv).streaming_content).decode()
+    assert exported.count("\n") == 1 + 3  # the header and September's records
 
 
 @pytest.fixture
