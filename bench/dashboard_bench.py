@@ -96,6 +96,7 @@ def _build(records: int) -> dict:
     from labgov.core.crypto import encrypt
     from labgov.funding.models import Allocation, FundingSource
     from labgov.runpod.models import Resource, RunpodAccount
+    from labgov.runpod.partitions import ensure_months
 
     call_command("migrate", verbosity=0, interactive=False)
     now = timezone.now()
@@ -183,6 +184,8 @@ def _build(records: int) -> dict:
     hours = records // RESOURCES
     last = now.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
     first = last - dt.timedelta(hours=hours - 1)
+    # On PostgreSQL each month of billing is a partition that must exist before its rows.
+    ensure_months(first, last)
     # Deterministic amounts from the resource id and the hour, exact to ten decimal places.
     with connection.cursor() as cursor:
         cursor.execute(

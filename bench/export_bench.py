@@ -68,6 +68,7 @@ def _build(records: int) -> None:
     from labgov.core.crypto import encrypt
     from labgov.funding.models import Allocation, FundingSource
     from labgov.runpod.models import Resource, RunpodAccount
+    from labgov.runpod.partitions import ensure_months
 
     call_command("migrate", verbosity=0, interactive=False)
     nobody = make_password(None)
@@ -126,6 +127,8 @@ def _build(records: int) -> None:
         batch_size=1000,
     )
     start = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
+    # On PostgreSQL each month of billing is a partition that must exist before its rows.
+    ensure_months(start, start + dt.timedelta(hours=HOURS - 1))
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -145,8 +148,9 @@ def _build(records: int) -> None:
             [count, start, start + dt.timedelta(hours=HOURS - 1)],
         )
         cursor.execute(
-            "DELETE FROM runpod_billingrecord WHERE ctid IN (SELECT ctid FROM "
-            "runpod_billingrecord ORDER BY resource_id DESC, bucket_start DESC "
+            # A row's ctid is unique within its month's partition only: with its table.
+            "DELETE FROM runpod_billingrecord WHERE (tableoid, ctid) IN (SELECT tableoid, ctid "
+            "FROM runpod_billingrecord ORDER BY resource_id DESC, bucket_start DESC "
             "LIMIT %s)",
             [count * HOURS - records],
         )

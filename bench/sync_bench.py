@@ -5,12 +5,16 @@ psycopg COPY of the same rows into a scratch table.
     .venv/bin/python bench/sync_bench.py [--pods 500] [--volumes 200] [--days 90]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth). It creates and drops the
-database `labgov_bench`. The simulator runs in its own process, as Runpod would, so its work
-does not count against the sync's time or memory. Reports records/s, the peak resident memory
-of the syncing process, and the ratio of the sync's rate to COPY's (target: at least 0.5).
+database `labgov_bench` (or --database NAME). The simulator runs in its own process, as Runpod
+would, so its work does not count against the sync's time or memory. Reports records/s, the
+peak resident memory of the syncing process, and the ratio of the sync's rate to COPY's
+(target: at least 0.5). On PostgreSQL billing is partitioned by month
+(labgov/runpod/partitions.py): the sync writes into the partitions; COPY is timed into a plain
+table (the floor) and into one partitioned by month the same way.
 """
 
 import argparse
+import datetime as dt
 import json
 import os
 import resource
@@ -44,12 +48,12 @@ def _wait_for(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
     sys.exit("the simulator did not answer")
 
 
-def _recreate_database() -> None:
+def _recreate_database(name: str) -> None:
     import psycopg
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB}")
-        conn.execute(f"CREATE DATABASE {DB}")
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
 
 
 def main() -> None:
@@ -58,16 +62,17 @@ def main() -> None:
     parser.add_argument("--volumes", type=int, default=200)
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--slice-hours", type=int, default=24)
+    parser.add_argument("--database", default=DB, help="created and dropped (default %(default)s)")
     args = parser.parse_args()
 
     os.environ.update(
         DEBUG="1",
-        DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{DB}",
+        DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{args.database}",
         LABGOV_SYNC_FIRST_DAYS=str(args.days + 1),
         LABGOV_SYNC_SLICE_HOURS=str(args.slice_hours),
         LOG_LEVEL="WARNING",
     )
-    _recreate_database()
+    _recreate_database(args.database)
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, check=True
     )
@@ -152,22 +157,9 @@ def _run(port: int) -> dict:
         ).iterator(chunk_size=20000)
     )
     raw = connection.connection  # the psycopg connection under Django's
-    with raw.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS bench_scratch")
-        cursor.execute("CREATE TABLE bench_scratch (LIKE runpod_billingrecord INCLUDING DEFAULTS)")
-        raw.commit()
-        started = time.perf_counter()
-        with cursor.copy(
-            "COPY bench_scratch (resource_id, bucket_start, kind, bucket_end, total_usd, gpu_usd,"
-            " cpu_usd, disk_usd, storage_standard_usd, storage_high_performance_usd, fee_usd,"
-            " networking_usd, allocation_id, synced_at) FROM STDIN"
-        ) as copy:
-            for row in rows:
-                copy.write_row(row)
-        raw.commit()
-        copy_seconds = time.perf_counter() - started
-        cursor.execute("DROP TABLE bench_scratch")
-        raw.commit()
+    copy_seconds = _copy(raw, rows, partitioned=False)
+    # The same into a scratch table partitioned by month as billing is (on PostgreSQL).
+    copy_partitioned_seconds = _copy(raw, rows, partitioned=True)
 
     # A second sync over the default window (the overlap): what a routine 15-minute run costs.
     started = time.perf_counter()
@@ -183,6 +175,11 @@ def _run(port: int) -> dict:
         "copy_seconds": round(copy_seconds, 2),
         "copy_records_per_s": round(copy_rate),
         "sync_to_copy_ratio": round(sync_rate / copy_rate, 2),
+        "copy_partitioned_seconds": round(copy_partitioned_seconds, 2),
+        "sync_to_partitioned_copy_ratio": round(
+            sync_rate / (len(rows) / copy_partitioned_seconds), 2
+        ),
+        "billing_partitions": _partition_count(connection),
         "peak_rss_mb": round(rss_peak),
         "rss_before_sync_mb": round(rss_before),
         "routine_resync_seconds": round(resync_seconds, 2),
@@ -192,6 +189,54 @@ def _run(port: int) -> dict:
         "writers": settings.LABGOV_SYNC_WRITERS,
         "load_average": os.getloadavg(),
     }
+
+
+COPY_COLUMNS = (
+    "resource_id, bucket_start, kind, bucket_end, total_usd, gpu_usd, cpu_usd, disk_usd,"
+    " storage_standard_usd, storage_high_performance_usd, fee_usd, networking_usd,"
+    " allocation_id, synced_at"
+)
+
+
+def _copy(raw, rows: list, *, partitioned: bool) -> float:
+    """Seconds to COPY `rows` into a scratch table without indexes: plain, or partitioned by
+    month like billing (its partitions made beforehand, outside the timing)."""
+    with raw.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_scratch")
+        if partitioned:
+            cursor.execute(
+                "CREATE TABLE bench_scratch (LIKE runpod_billingrecord INCLUDING DEFAULTS)"
+                " PARTITION BY RANGE (bucket_start)"
+            )
+            months = sorted({row[1].astimezone(dt.UTC).date().replace(day=1) for row in rows})
+            for month in months:
+                following = (month + dt.timedelta(days=32)).replace(day=1)
+                cursor.execute(
+                    f"CREATE TABLE bench_scratch_p{month:%Y_%m} PARTITION OF bench_scratch"
+                    f" FOR VALUES FROM ('{month} 00:00+00') TO ('{following} 00:00+00')"
+                )
+        else:
+            cursor.execute(
+                "CREATE TABLE bench_scratch (LIKE runpod_billingrecord INCLUDING DEFAULTS)"
+            )
+        raw.commit()
+        started = time.perf_counter()
+        with cursor.copy(f"COPY bench_scratch ({COPY_COLUMNS}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        raw.commit()
+        seconds = time.perf_counter() - started
+        cursor.execute("DROP TABLE bench_scratch")
+        raw.commit()
+    return seconds
+
+
+def _partition_count(connection) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'runpod_billingrecord'::regclass"
+        )
+        return cursor.fetchone()[0]
 
 
 if __name__ == "__main__":

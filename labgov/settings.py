@@ -427,6 +427,12 @@ CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
     "schedule": LABGOV_SYNC_INTERVAL_SECONDS,
 }
+# Billing partitions (PostgreSQL, see README "Billing partitions"): this month's and the next
+# three are made daily, so a sync rarely has to make one. `manage.py billing_partitions ahead`.
+CELERY_BEAT_SCHEDULE["runpod-billing-partitions-ahead"] = {
+    "task": "labgov.runpod.tasks.billing_partitions_ahead",
+    "schedule": crontab(minute=15, hour=2),
+}
 
 # Runpod storage prices in USD per GB per month (Runpod's docs, pods/pricing), for estimates.
 LABGOV_PRICE_POD_DISK_RUNNING = env_decimal("LABGOV_PRICE_POD_DISK_RUNNING", "0.10")

@@ -10,9 +10,11 @@ from django.db.models.functions import Cast, Coalesce, Concat, NullIf
 
 from labgov.accounts import access
 from labgov.core.csv_export import copy_csv_stream, csv_stream
+from labgov.core.errors import DomainError
 from labgov.exports.rows import InvoiceExport, InvoiceHeader, LineRow
 from labgov.invoicing.models import Invoice, InvoiceLine, LineCategory
 from labgov.runpod.models import BillingRecord
+from labgov.runpod.partitions import detached_within
 from labgov.usage.periods import billing_period
 
 CHUNK = 2000
@@ -161,6 +163,14 @@ def period_records(user, *, institution, month: dt.date):
     On PostgreSQL times and amounts come as text (`to_char` in UTC, `numeric::text`, which
     keeps every stored digit): a million rows then cost no datetime or Decimal objects."""
     start, end = billing_period(month.year, month.month, institution.time_zone)
+    if archived := detached_within(start, end):
+        # A file missing a month's records would look whole: refuse, in words.
+        raise DomainError(
+            f"The billing records of {archived[0]:%B %Y} are archived (detached after the "
+            "period was closed), so they cannot be exported until an operator attaches the "
+            f"month again (manage.py billing_partitions attach {archived[0]:%Y-%m}). The "
+            "period's invoices and spend figures are unchanged."
+        )
     queryset = (
         BillingRecord.objects.filter(
             access.billing_records_export_q(user),

@@ -114,7 +114,11 @@ def period_journal_csv(request, pk: int, year: int, month: int):
 @require_GET
 def period_records_csv(request, pk: int, year: int, month: int):
     institution, first = _institution(request.user, pk), _month(year, month)
-    records = source.period_records(request.user, institution=institution, month=first)
+    try:
+        records = source.period_records(request.user, institution=institution, month=first)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("exports:period", pk=pk, year=year, month=month)
     # Beyond the threshold a request would hold a web worker for minutes: use a job.
     if records[: settings.LABGOV_EXPORT_SYNC_MAX_ROWS + 1].count() > (
         settings.LABGOV_EXPORT_SYNC_MAX_ROWS

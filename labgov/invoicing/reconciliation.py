@@ -10,6 +10,7 @@ when every day from its first to its last record is matched.
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from labgov.core.money import ZERO, grouped_multi_sums, to_cents
 from labgov.runpod.models import AccountBillingRecord, BillingRecord, RunpodAccount
+from labgov.runpod.partitions import detached_within
 from labgov.runpod.reconcile import held_spans
 from labgov.usage.models import Category
 from labgov.usage.periods import billing_period, period_days
@@ -87,6 +89,9 @@ class AccountPeriod:
     runpod_usd: Decimal = ZERO
     categories: list[CategoryRow] = field(default_factory=list)
     days: list[DayRow] = field(default_factory=list)
+    # Months of the period whose billing records are archived (labgov.runpod.archive): the
+    # records side cannot be recomputed, so the period is shown as archived, not as differing.
+    archived_months: list[dt.date] = field(default_factory=list)
 
     @property
     def records_usd(self) -> Decimal:
@@ -135,7 +140,12 @@ def _day_index(days):
 
 
 def account_period(
-    account, month: dt.date, time_zone: str, *, now: dt.datetime | None = None
+    account,
+    month: dt.date,
+    time_zone: str,
+    *,
+    now: dt.datetime | None = None,
+    archived: Sequence[dt.date] = (),
 ) -> AccountPeriod:
     """Reconcile one account over one billing period (records grouped by hour in SQL, so
     the cost does not grow with the number of resources)."""
@@ -143,7 +153,7 @@ def account_period(
     start, end = billing_period(month.year, month.month, time_zone)
     days = period_days(month.year, month.month, time_zone)
     day_of = _day_index(days)
-    result = AccountPeriod(account=account, month=month)
+    result = AccountPeriod(account=account, month=month, archived_months=list(archived))
 
     records = BillingRecord.objects.filter(
         resource__account=account, bucket_start__gte=start, bucket_start__lt=end
@@ -206,7 +216,8 @@ def _hour(moment: dt.datetime) -> dt.datetime:
 
 def period_reconciliation(institution, month: dt.date, *, now=None) -> list[AccountPeriod]:
     """Every Runpod account of the institution over one period."""
+    archived = detached_within(*billing_period(month.year, month.month, institution.time_zone))
     return [
-        account_period(account, month, institution.time_zone, now=now)
+        account_period(account, month, institution.time_zone, now=now, archived=archived)
         for account in RunpodAccount.objects.filter(institution=institution).order_by("name")
     ]

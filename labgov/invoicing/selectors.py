@@ -170,6 +170,10 @@ class PeriodSummary:
         return bool(self.reconciliations) and all(a.reconciled for a in self.reconciliations)
 
     @property
+    def archived_months(self) -> list[dt.date]:
+        return self.reconciliations[0].archived_months if self.reconciliations else []
+
+    @property
     def slug(self) -> str:
         return f"{self.month:%Y-%m}"
 

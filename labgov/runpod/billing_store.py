@@ -11,12 +11,14 @@ Two writers, one contract:
 
 import datetime as dt
 import json
+import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from labgov.runpod import partitions
 from labgov.runpod.attribution import Timeline, days_between, rules_apply
 from labgov.runpod.client import BILLING_ENDPOINTS
 from labgov.runpod.errors import RunpodBadResponse
@@ -24,6 +26,8 @@ from labgov.runpod.models import AccountBillingRecord, BillingRecord, Resource, 
 from labgov.runpod.types import AccountBillingRecord as AccountRecord
 from labgov.runpod.types import BillingKind
 from labgov.runpod.types import BillingRecord as Record
+
+log = logging.getLogger(__name__)
 
 KIND_OF = {
     BillingKind.POD: ResourceKind.POD,
@@ -273,7 +277,14 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
         # Commits of a sync need not wait for the disk: a sync lost in a crash is redone by
         # the next one, which rewrites the same rows.
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        count, unseen = _pg_run(cursor, statement, params, kind)
+        try:
+            count, unseen = _pg_run(cursor, statement, params, kind)
+        except _MonthMissing:
+            # A record dated outside the months the sync prepared (partitions): make its
+            # month here, in the slice's transaction (rare: it locks billing until the
+            # slice commits), and write the body again.
+            _months_of_body_ensure(cursor, params)
+            count, unseen = _pg_run(cursor, statement, params, kind)
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
             # write their records, which the first pass had to leave out.
@@ -299,6 +310,13 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
                     f"Runpod sent {broken} {kind.value} billing records without a resource id "
                     "or ending before they start."
                 )
+    except psycopg.errors.CheckViolation as exc:
+        if str(exc).startswith("no partition of relation"):
+            raise _MonthMissing from exc
+        raise RunpodBadResponse(
+            f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
+            f"the API contract ({str(exc).splitlines()[0][:160]})."
+        ) from exc
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError) as exc:
         raise RunpodBadResponse(
             f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
@@ -307,6 +325,24 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
     if isinstance(unseen, str):
         unseen = json.loads(unseen)
     return count, unseen
+
+
+class _MonthMissing(Exception):
+    """A record's month has no partition yet."""
+
+
+def _months_of_body_ensure(cursor, params: dict) -> None:
+    cursor.execute(
+        """
+        SELECT DISTINCT date_trunc('month', r."startTime" AT TIME ZONE 'UTC')::date
+        FROM json_to_recordset((%(body)s::json) -> 'records') AS r("startTime" timestamptz)
+        WHERE r."startTime" IS NOT NULL
+        """,
+        params,
+    )
+    months = {row[0] for row in cursor.fetchall()}
+    log.warning("billing records outside the prepared months: creating %s", sorted(months))
+    partitions.ensure(months, trust_cache=False)
 
 
 def account_records_upsert(*, account, records: list[AccountRecord]) -> None:

@@ -4,6 +4,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from labgov.core.money import PreciseMoneyField
+from labgov.runpod import partitions
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
 
@@ -191,6 +192,16 @@ class Resource(models.Model):
         return self.status == "" and self.kind != ResourceKind.ENDPOINT
 
 
+class BillingRecordQuerySet(models.QuerySet):
+    def bulk_create(self, objs, *args, **kwargs):
+        # On PostgreSQL each month is a partition that must exist before a row lands in it
+        # (labgov.runpod.partitions); the sync's bulk writer makes its own, this is for
+        # everything else (the generic writer, the admin, tests).
+        objs = list(objs)
+        partitions.ensure_for(obj.bucket_start for obj in objs)
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class BillingRecord(models.Model):
     """One hourly (or coarser) bucket [bucket_start, bucket_end) of one resource's spend,
     stored exactly as Runpod sent it, with the allocation it is attributed to (null:
@@ -234,6 +245,8 @@ class BillingRecord(models.Model):
     )
     synced_at = models.DateTimeField(default=timezone.now)
 
+    objects = BillingRecordQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.CheckConstraint(
@@ -243,6 +256,11 @@ class BillingRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource_id} {self.bucket_start:%Y-%m-%d %H:%M} {self.total_usd}"
+
+    def save(self, *args, **kwargs):
+        # Storage, not business: the row's month partition must exist (see bulk_create).
+        partitions.ensure_for([self.bucket_start])
+        super().save(*args, **kwargs)
 
 
 class AccountBillingRecord(models.Model):

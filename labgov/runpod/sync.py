@@ -27,7 +27,7 @@ from django.utils.module_loading import import_string
 
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC, hour_floor
-from labgov.runpod import billing_store
+from labgov.runpod import billing_store, partitions
 from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
@@ -287,6 +287,9 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
             counts["rules_assigned"] = len(rules_apply(account=account))
         counts["balance_read"] = _balance_read(account, client)
         seconds["inventory"] = clock() - started
+        # The window's months get their billing partitions now, outside any slice's
+        # transaction: making one locks billing for every reader until its transaction ends.
+        partitions.ensure_months(window.start, window.end)
         _progress(run, phase="billing", progress_done=1)
 
         def fetch(part: Window):

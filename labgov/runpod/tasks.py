@@ -22,3 +22,14 @@ def sync_all_accounts() -> int:
     for account_id in ids:
         sync_account.delay(account_id)
     return len(ids)
+
+
+@shared_task
+def billing_partitions_ahead() -> int:
+    """Create this month's and the coming months' billing partitions (PostgreSQL), so that a
+    sync rarely has to make one (labgov.runpod.partitions)."""
+    from django.utils import timezone
+
+    from labgov.runpod.partitions import ensure_ahead
+
+    return len(ensure_ahead(timezone.now()))
