@@ -15,7 +15,7 @@ read right after a write on the same connection is fresh."""
 
 import logging
 import re
-import time
+import secrets
 
 from django.core.cache import cache
 from django.db import connections
@@ -25,8 +25,12 @@ logger = logging.getLogger(__name__)
 
 KEY = "labgov:data-version"
 
-# Writes that change no page: the session store and the login throttle (django-axes).
+# Writes that change no page: the session store and the login throttle (django-axes), and
+# the time of a person's last login, which every login sets and no page shows.
 IGNORED_TABLES = ("django_session", "axes_")
+_LAST_LOGIN = re.compile(
+    r'\s*update\s+"accounts_user"\s+set\s+"last_login"\s*=\s*%s\s+where\b', re.I
+)
 
 _WRITE = re.compile(
     r"\s*(?:insert|update|delete|merge|truncate|alter|create|drop|with|copy)\b", re.I
@@ -50,10 +54,10 @@ def bump() -> int:
 
 
 def _start() -> int:
-    # A lost counter restarts at the clock in milliseconds, above any number it reached
-    # before (unless it moved more than once a millisecond on average), so a page cached
-    # under an old number is never taken for current.
-    cache.add(KEY, time.time_ns() // 1_000_000, timeout=None)
+    # A lost counter (evicted, or the cache emptied) restarts at a random number, so a page
+    # still cached under one of its old numbers is not taken for current: 2**62 starts leave
+    # no practical chance of landing on a number a cached page holds.
+    cache.add(KEY, secrets.randbits(62), timeout=None)
     return cache.get(KEY)
 
 
@@ -88,7 +92,7 @@ def is_page_write(sql) -> bool:
         return False
     if sql.lstrip()[:4].lower() == "with" and not _READ_ONLY_WITH.search(sql):
         return False
-    if _COPY_OUT.match(sql):
+    if _COPY_OUT.match(sql) or _LAST_LOGIN.match(sql):
         return False
     target = _TARGET.match(sql)
     return not (target and target.group(1).lower().startswith(IGNORED_TABLES))
