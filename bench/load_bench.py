@@ -195,9 +195,11 @@ def _statuses(log_path: Path, path: str, user_id: int) -> dict[str, int]:
 
 
 def main() -> None:
+    global DB
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--reuse", action="store_true", help="keep the database and reuse it")
+    parser.add_argument("--database", default=DB, help=f"its name (default {DB})")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=5)
@@ -211,7 +213,7 @@ def main() -> None:
     secret_key = secrets.token_urlsafe(50)
     encryption_key = Fernet.generate_key().decode()
     os.environ.update(SECRET_KEY=secret_key, LABGOV_ENCRYPTION_KEYS=encryption_key)
-    dashboard_bench.DB = DB
+    DB = dashboard_bench.DB = args.database
     dashboard_bench._setup_django()
     from django.db import connections
     from django.urls import reverse

@@ -145,6 +145,14 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "labgov"}
     )
 }
+# Sessions are read from the shared cache and kept in the database too (a lost cache logs
+# nobody out). Only with a shared cache: one in each process's memory would let a session
+# logged out through one process live on in the others.
+SESSION_ENGINE = (
+    "django.contrib.sessions.backends.cached_db"
+    if LABGOV_CACHE_URL
+    else "django.contrib.sessions.backends.db"
+)
 # Dashboard pages keep their rendered body this long at most (a backstop: every write moves
 # the data version on, which retires them at once); 0 turns the page cache off.
 LABGOV_PAGE_CACHE_SECONDS = env_int("LABGOV_PAGE_CACHE_SECONDS", 300, minimum=0)
