@@ -17,6 +17,7 @@ moves the version on when it commits; the time to live is a backstop for text th
 itself."""
 
 import hashlib
+import logging
 from collections.abc import Callable
 
 from django.conf import settings
@@ -24,6 +25,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from labgov.core import dataversion
+
+logger = logging.getLogger(__name__)
 
 
 def key_for(request, page: str) -> str:
@@ -45,17 +48,25 @@ def cached_body(request, page: str, render: Callable[[], str]) -> str:
     if not seconds:
         return render()
     key = key_for(request, page)
-    if dataversion.has_own_writes():
-        version = dataversion.for_read()
-        if version is None:
-            return render()
-        entry = cache.get(key)
-    else:
-        found = cache.get_many([dataversion.KEY, key])
-        version = found.get(dataversion.KEY) or dataversion.current()
-        entry = found.get(key)
+    try:
+        if dataversion.has_own_writes():
+            version = dataversion.for_read()
+            if version is None:
+                return render()
+            entry = cache.get(key)
+        else:
+            found = cache.get_many([dataversion.KEY, key])
+            version = found.get(dataversion.KEY) or dataversion.current()
+            entry = found.get(key)
+    except Exception:
+        # Without the cache the page is slower, not wrong: compute it.
+        logger.exception("The page cache could not be read")
+        return render()
     if entry is not None and entry[0] == version:
         return entry[1]
     body = render()
-    cache.set(key, (version, body), seconds)
+    try:
+        cache.set(key, (version, body), seconds)
+    except Exception:
+        logger.exception("The page cache could not be written")
     return body

@@ -232,3 +232,31 @@ def test_the_page_cache_can_be_turned_off(world, spend, client_for, settings):
     client = client_for(world.member)
     client.get(ME)
     assert _computed(client.get(ME))
+
+
+def test_a_cache_that_cannot_be_reached_costs_speed_not_the_page(
+    world, spend, client_for, monkeypatch, caplog
+):
+    from django.core.cache import cache
+
+    def down(*args, **kwargs):
+        raise ConnectionError("Redis is down")
+
+    client = client_for(world.member)
+    client.get(ME)
+    monkeypatch.setattr(cache, "get_many", down)
+    monkeypatch.setattr(cache, "set", down)
+    response = client.get(ME)
+    assert response.status_code == 200 and _computed(response)
+    assert "The page cache could not be read" in caplog.text
+
+
+def test_a_migration_retires_every_cached_page(world, spend, client_for):
+    from django.apps import apps
+    from django.db.models.signals import post_migrate
+
+    client = client_for(world.member)
+    client.get(ME)
+    assert not _computed(client.get(ME))
+    post_migrate.send(sender=apps.get_app_config("core"), app_config=apps.get_app_config("core"))
+    assert _computed(client.get(ME))
