@@ -108,18 +108,26 @@ def _after_commit(connection) -> None:
         logger.exception("Could not move the data version on")
 
 
+def wrote(using: str = "default") -> None:
+    """For a write the execute wrapper cannot see: SQL sent on a psycopg cursor of Django's
+    connection (runpod/billing_store.py)."""
+    _wrote(connections[using])
+
+
+def _wrote(connection) -> None:
+    connection._labgov_wrote = True
+    if not connection.in_atomic_block:
+        _after_commit(connection)
+    elif not any(
+        getattr(func, "_labgov_version", False) for _, func, _ in connection.run_on_commit
+    ):
+        connection.on_commit(_Bump(connection))
+
+
 def _notice_writes(execute, sql, params, many, context):
     result = execute(sql, params, many, context)
     if is_page_write(sql):
-        connection = context["connection"]
-        connection._labgov_wrote = True
-        if not connection.in_atomic_block:
-            _after_commit(connection)
-        elif not any(
-            getattr(func, "_labgov_version", False) for _, func, _ in connection.run_on_commit
-        ):
-            callback = _Bump(connection)
-            connection.on_commit(callback)
+        _wrote(context["connection"])
     return result
 
 

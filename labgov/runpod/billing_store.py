@@ -17,6 +17,7 @@ from decimal import Decimal
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from labgov.core import dataversion
 from labgov.runpod.attribution import Timeline, days_between, rules_apply
 from labgov.runpod.client import BILLING_ENDPOINTS
 from labgov.runpod.errors import RunpodBadResponse
@@ -274,6 +275,7 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
         # the next one, which rewrites the same rows.
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
         count, unseen = _pg_run(cursor, statement, params, kind)
+        dataversion.wrote()  # this cursor is psycopg's own: Django's wrapper does not see it
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
             # write their records, which the first pass had to leave out.

@@ -64,6 +64,24 @@ def test_a_rolled_back_savepoint_does_not_lose_the_next_bump(
     assert dataversion.current() > before
 
 
+def test_sql_on_psycopgs_own_cursor_is_told_by_the_code_that_sends_it(
+    world, django_capture_on_commit_callbacks
+):
+    import psycopg
+
+    if connection.vendor != "postgresql":
+        pytest.skip("psycopg cursors are PostgreSQL's")
+    before = dataversion.current()
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute("UPDATE funding_allocation SET cap_usd = 5 WHERE id = %s", [1])
+        assert not callbacks  # unseen by the execute wrapper
+        dataversion.wrote()
+    assert len(callbacks) == 1
+    assert dataversion.current() == before + 1
+
+
 def test_a_lost_counter_restarts_away_from_its_old_numbers():
     from django.core.cache import cache
 
