@@ -6,7 +6,12 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from labgov.accounts import access
-from labgov.dashboard.page_cache import cached_body
+from labgov.dashboard.page_cache import (
+    CSRF_PLACEHOLDER,
+    cached_body,
+    messages_waiting,
+    with_csrf_token,
+)
 from labgov.dashboard.selectors import (
     funding_dashboard,
     home_for_user,
@@ -23,14 +28,25 @@ from labgov.funding.models import FundingSource
 @login_required
 @require_GET
 def home(request):
-    body = cached_body(
-        request,
-        "home",
-        lambda: render_to_string(
-            "dashboard/home.html#content", {"data": home_for_user(request.user)}, request
-        ),
-    )
-    return render(request, "dashboard/home.html", {"content": body})
+    def render_body() -> str:
+        context = {"data": home_for_user(request.user)}
+        return render_to_string("dashboard/home.html#content", context, request)
+
+    return _page(request, "dashboard/home.html", "home", render_body)
+
+
+def _page(request, template: str, page: str, render_body, around=None) -> HttpResponse:
+    """The whole page around `render_body()`, from the cache when it holds it for this person,
+    page, query and data version (page_cache.py); its token is this request's."""
+    context = {**(around or {})}
+    if messages_waiting(request):
+        return render(request, template, {"content": render_body(), **context})
+
+    def render_page() -> str:
+        context.update(content=render_body(), csrf_token=CSRF_PLACEHOLDER)
+        return render_to_string(template, context, request)
+
+    return HttpResponse(with_csrf_token(request, cached_body(request, page, render_page)))
 
 
 def _respond(request, template: str, compute, *, page: str, slug: str, around=None):
@@ -38,8 +54,7 @@ def _respond(request, template: str, compute, *, page: str, slug: str, around=No
     CSV (?format=csv&table=NAME) with the same filters and order.
 
     The caller has authorized the person; `compute()` reads the page's data, and only when
-    the cache has no body for this person, page, query and data version (page_cache.py).
-    The page around the body (menu, CSRF token, messages) is rendered on every request."""
+    the cache has not got the page (page_cache.py)."""
     if request.GET.get("format") == "csv":
         data, _ = compute()
         table = data.tables.get(request.GET.get("table", ""))
@@ -55,11 +70,10 @@ def _respond(request, template: str, compute, *, page: str, slug: str, around=No
         context = {"data": data, "keep": keep, **(extra or {})}
         return render_to_string(template + fragment, context, request)
 
-    body = cached_body(request, page, render_body)
     if request.htmx:
-        response = HttpResponse(body)
+        response = HttpResponse(cached_body(request, page, render_body))
     else:
-        response = render(request, template, {"content": body, **(around or {})})
+        response = _page(request, template, page, render_body, around)
     # The same URL answers a page or a fragment: caches must tell them apart.
     patch_vary_headers(response, ("HX-Request",))
     return response
