@@ -13,7 +13,8 @@ fresh secrets, statics collected into a scratch STATIC_ROOT, LABGOV_CACHE_URL at
 database `--redis-db`, which it empties first), opens a session for the student and for the
 lab admin, checks each page answers 200 with that person's page, and runs wrk with 16
 connections for `--seconds` per page. Every request's status is read back from labgov's
-own request log: all must be 200. Prints a table and writes JSON to bench/results/.
+own request log: all must be 200, and the data version must not move while wrk runs (no GET
+writes). Prints a table and writes JSON to bench/results/.
 Target: at least 200 requests/s and p99 under 250 ms on both pages with the cache on.
 """
 
@@ -212,14 +213,18 @@ def main() -> None:
     # The server and this process share the secrets: the sessions made here must be its.
     secret_key = secrets.token_urlsafe(50)
     encryption_key = Fernet.generate_key().decode()
-    os.environ.update(SECRET_KEY=secret_key, LABGOV_ENCRYPTION_KEYS=encryption_key)
+    redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
+    # This process reads the server's cache too: the data version, which no GET may move.
+    os.environ.update(
+        SECRET_KEY=secret_key, LABGOV_ENCRYPTION_KEYS=encryption_key, LABGOV_CACHE_URL=redis_url
+    )
     DB = dashboard_bench.DB = args.database
     dashboard_bench._setup_django()
+    import redis
     from django.db import connections
     from django.urls import reverse
 
-    redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
-    import redis
+    from labgov.core import dataversion
 
     redis.Redis.from_url(redis_url).flushdb()
     world = _world(args.records, args.reuse)
@@ -280,7 +285,10 @@ def main() -> None:
                         _check_page(base, paths[page], cookies[page], expected[page])
                     load_before = os.getloadavg()
                     url = base + paths[page]
+                    version = dataversion.current()
                     figures = _wrk(url, cookies[page], args.seconds, args.connections)
+                    # A GET that wrote would retire every cached page, each time.
+                    figures["data_version_moved"] = dataversion.current() != version
                     figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
                     figures["load_average_before"] = [round(x, 2) for x in load_before]
                     results.setdefault(mode, {})[page] = figures
@@ -288,7 +296,11 @@ def main() -> None:
             for page in PAGES:
                 statuses = _statuses(log_path, paths[page], users[page].pk)
                 results[mode][page]["statuses"] = statuses
-                if set(statuses) != {"200"} or results[mode][page]["non_2xx_3xx"]:
+                if (
+                    set(statuses) != {"200"}
+                    or results[mode][page]["non_2xx_3xx"]
+                    or results[mode][page]["data_version_moved"]
+                ):
                     raise SystemExit(f"{mode} {page}: statuses {statuses}, see {log_path}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
