@@ -35,8 +35,8 @@ def _main(response) -> str:
 
 
 def _computed(response) -> bool:
-    """Whether the page's data was read for this response (not taken from the cache)."""
-    return bool(response.context) and "data" in response.context
+    """Whether this response was rendered (a page taken from the cache renders no template)."""
+    return response.context is not None
 
 
 def _get(client, url, **extra):
@@ -281,3 +281,20 @@ def test_a_message_waiting_is_shown_and_not_cached(world, spend, client_for, rf)
     messages.success(request, "Allocation saved.")
     assert "Allocation saved." in views.me(request).content.decode()
     assert "Allocation saved." not in client.get(ME).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("person", "url"),
+    [
+        ("member", lambda w: reverse("home")),
+        ("lab_admin", lambda w: reverse("dashboard:funding", args=[w.funding_source.pk])),
+        ("finance", lambda w: reverse("dashboard:institution")),
+    ],
+)
+def test_home_funding_and_institution_pages_are_cached_too(world, spend, client_for, person, url):
+    client = client_for(getattr(world, person))
+    first = client.get(url(world))
+    second = client.get(url(world))
+    assert first.status_code == second.status_code == 200
+    assert _computed(first) and not _computed(second)
+    assert _main(second) == _main(first)
