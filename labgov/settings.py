@@ -132,6 +132,31 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The cache every process shares: rendered dashboard fragments and the data version they are
+# keyed by (labgov/core/dataversion.py), and sessions. Without LABGOV_CACHE_URL each process
+# keeps its own in memory (demo, tests): still correct, as the version lives there too.
+LABGOV_CACHE_URL = env_str("LABGOV_CACHE_URL", "") or ""
+if LABGOV_CACHE_URL and not LABGOV_CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured("LABGOV_CACHE_URL must be a redis:// (or rediss://) URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LABGOV_CACHE_URL}
+        if LABGOV_CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "labgov"}
+    )
+}
+# Sessions are read from the shared cache and kept in the database too (a lost cache logs
+# nobody out). Only with a shared cache: one in each process's memory would let a session
+# logged out through one process live on in the others.
+SESSION_ENGINE = (
+    "django.contrib.sessions.backends.cached_db"
+    if LABGOV_CACHE_URL
+    else "django.contrib.sessions.backends.db"
+)
+# Dashboard pages keep their rendered body this long at most (a backstop: every write moves
+# the data version on, which retires them at once); 0 turns the page cache off.
+LABGOV_PAGE_CACHE_SECONDS = env_int("LABGOV_PAGE_CACHE_SECONDS", 300, minimum=0)
+
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -86,6 +86,15 @@ def _remember(built: World) -> None:
     _WORLD_IDS.update({name: getattr(built, name).pk for name in World.__dataclass_fields__})
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Every test starts with an empty cache: its database changes roll back, the cache would
+    keep pages (and the data version) computed from them."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def world(db) -> World:
     """The standing world, loaded fresh for each test (rebuilt when a transactional test

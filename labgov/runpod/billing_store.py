@@ -18,6 +18,7 @@ from decimal import Decimal
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from labgov.core import dataversion
 from labgov.runpod import partitions
 from labgov.runpod.attribution import Timeline, days_between, rules_apply
 from labgov.runpod.client import BILLING_ENDPOINTS
@@ -285,6 +286,7 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
             # slice commits), and write the body again.
             _months_of_body_ensure(cursor, params)
             count, unseen = _pg_run(cursor, statement, params, kind)
+        dataversion.wrote()  # this cursor is psycopg's own: Django's wrapper does not see it
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
             # write their records, which the first pass had to leave out.

@@ -62,8 +62,9 @@ def lab_for_spend(user, pk: int) -> Lab:
     return lab
 
 
-def lab_dashboard(user, pk: int, params) -> LabDashboard:
-    lab = lab_for_spend(user, pk)
+def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashboard:
+    """`lab`: the lab as lab_for_spend has already read it for this person, if it has."""
+    lab = lab if lab is not None else lab_for_spend(user, pk)
     today = today_utc()
     period = day_range(
         params, default_first=today - dt.timedelta(days=DEFAULT_DAYS - 1), default_last=today

@@ -1,0 +1,338 @@
+"""Load benchmark: the student's and the lab admin's dashboards through gunicorn with the
+deploy config, 16 concurrent clients, with the page cache off and on.
+
+    .venv/bin/python bench/load_bench.py [--records 10000000] [--reuse] [--seconds 20]
+
+Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth), Redis, and wrk (Debian
+package `wrk`). Builds the database `labgov_loadbench` with bench/dashboard_bench.py's
+builder (one institution, 20 labs, 1,000 people and resources, `--records` hourly billing
+records, rollups by the sync's own functions); `--reuse` keeps and reuses it (it is built
+when missing). Then, twice (LABGOV_PAGE_CACHE_SECONDS=0, then the default), it starts
+gunicorn as the web unit does (deploy/gunicorn.conf.py; 5 workers x 2 threads, DEBUG=0,
+fresh secrets, statics collected into a scratch STATIC_ROOT, LABGOV_CACHE_URL at Redis
+database `--redis-db`, which it empties first), opens a session for the student and for the
+lab admin, checks each page answers 200 with that person's page, and runs wrk with 16
+connections for `--seconds` per page. Every request's status is read back from labgov's
+own request log: all must be 200, and the data version must not move while wrk runs (no GET
+writes). Prints a table and writes JSON to bench/results/.
+Target: at least 200 requests/s and p99 under 250 ms on both pages with the cache on.
+"""
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import dashboard_bench  # noqa: E402 - the builder this benchmark shares
+
+DB = "labgov_loadbench"
+VENV_BIN = Path(sys.executable).parent
+PAGES = ("student", "lab")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _database_exists(name: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(dashboard_bench.ADMIN_URL, autocommit=True) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+
+
+def _world(records: int, reuse: bool) -> dict:
+    """Who to log in as and what to open: built afresh, or read from the kept database."""
+    if reuse and _database_exists(DB):
+        from labgov.accounts.models import Lab, User
+
+        lab_admin = User.objects.get(username="person0000")
+        student = User.objects.get(username=f"person{dashboard_bench.LABS:04d}")
+        from labgov.runpod.models import BillingRecord
+
+        print(f"reusing {DB} ({BillingRecord.objects.count():,} billing records)", flush=True)
+        return {"lab_admin": lab_admin, "student": student, "lab": Lab.objects.get(slug="lab-00")}
+    connection = dashboard_bench._database(DB)
+    dashboard_bench._use(connection)
+    started = time.perf_counter()
+    world = dashboard_bench._build(records)
+    data = dashboard_bench._rollups(world)
+    print(f"{records:,} records built in {time.perf_counter() - started:.0f} s {data}", flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    return world
+
+
+def _session_cookie(user) -> str:
+    """A logged-in session as the login view leaves it, in the database (the cached_db engine
+    finds it there too)."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return session.session_key
+
+
+class Gunicorn:
+    def __init__(self, env: dict, log_path: Path):
+        self.log_path = log_path
+        self.env = env
+        self.process = None
+
+    def __enter__(self):
+        out = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [f"{VENV_BIN}/gunicorn", "-c", "deploy/gunicorn.conf.py", "labgov.wsgi"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        out.close()
+        return self
+
+    def __exit__(self, *exc):
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+
+
+def _wait_ready(base: str, deadline: float) -> None:
+    import httpx
+
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("gunicorn did not answer in time")
+
+
+def _check_page(base: str, path: str, cookie: str, expected: list[str]) -> None:
+    import httpx
+
+    response = httpx.get(f"{base}{path}", cookies={"sessionid": cookie}, timeout=60)
+    missing = [text for text in expected if text not in response.text]
+    if response.status_code != 200 or missing:
+        raise SystemExit(f"{path} answered {response.status_code}, missing {missing}")
+
+
+def _wrk(url: str, cookie: str, seconds: int, connections: int) -> dict:
+    output = subprocess.run(
+        [
+            "wrk",
+            "-t2",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--timeout",
+            "10s",
+            "--latency",
+            "-H",
+            f"Cookie: sessionid={cookie}",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def ms(label: str) -> float:
+        value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", output, re.M).groups()
+        return round(float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit], 1)
+
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    errors = re.search(r"Socket errors: (.*)", output)
+    return {
+        "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "requests": int(re.search(r"(\d+) requests in", output).group(1)),
+        "p50_ms": ms("50%"),
+        "p90_ms": ms("90%"),
+        "p99_ms": ms("99%"),
+        "non_2xx_3xx": int(non_2xx.group(1)) if non_2xx else 0,
+        "socket_errors": errors.group(1) if errors else "",
+    }
+
+
+def _statuses(log_path: Path, path: str, user_id: int) -> dict[str, int]:
+    """How many requests of `path` labgov answered with each status, from its JSON log (and
+    under "other person", how many it answered for someone else)."""
+    counts: dict[int, int] = {}
+    for line in log_path.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("path") == path and "status_code" in record:
+            status = str(record["status_code"])
+            if record.get("user_id") != user_id:
+                status = "other person"
+            counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def main() -> None:
+    global DB
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--reuse", action="store_true", help="keep the database and reuse it")
+    parser.add_argument("--database", default=DB, help=f"its name (default {DB})")
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--redis-db", type=int, default=7)
+    args = parser.parse_args()
+
+    from cryptography.fernet import Fernet
+
+    # The server and this process share the secrets: the sessions made here must be its.
+    secret_key = secrets.token_urlsafe(50)
+    encryption_key = Fernet.generate_key().decode()
+    redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
+    # This process reads the server's cache too: the data version, which no GET may move.
+    os.environ.update(
+        SECRET_KEY=secret_key, LABGOV_ENCRYPTION_KEYS=encryption_key, LABGOV_CACHE_URL=redis_url
+    )
+    DB = dashboard_bench.DB = args.database
+    dashboard_bench._setup_django()
+    import redis
+    from django.db import connections
+    from django.urls import reverse
+
+    from labgov.core import dataversion
+
+    redis.Redis.from_url(redis_url).flushdb()
+    world = _world(args.records, args.reuse)
+    student, lab_admin, lab = world["student"], world["lab_admin"], world["lab"]
+    users = {"student": student, "lab": lab_admin}
+    cookies = {page: _session_cookie(user) for page, user in users.items()}
+    paths = {"student": reverse("dashboard:me"), "lab": reverse("dashboard:lab", args=[lab.pk])}
+    # The person's name is in the menu bar; the page's own heading in its body.
+    from labgov.funding.models import Allocation
+
+    grant = Allocation.objects.filter(user=student).select_related("funding_source").first()
+    expected = {
+        "student": [f"<span>{student}</span>", "<h1>My spend</h1>", grant.funding_source.name],
+        "lab": [f"<span>{lab_admin}</span>", f"<h1>{lab.name} <small>spend"],
+    }
+    database_url = connections["default"].settings_dict
+    connections.close_all()
+
+    tmp = Path(tempfile.mkdtemp(prefix="labgov-loadbench-"))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(tmp),
+        "LANG": "C.UTF-8",
+        "DEBUG": "0",
+        "SECRET_KEY": secret_key,
+        "LABGOV_ENCRYPTION_KEYS": encryption_key,
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{database_url['NAME']}",
+        "LABGOV_CACHE_URL": redis_url,
+        "STATIC_ROOT": str(tmp / "static"),
+        "LABGOV_VAR_DIR": str(tmp),
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "GUNICORN_WORKERS": str(args.workers),
+        "GUNICORN_THREADS": str(args.threads),
+        # wrk speaks plain http to gunicorn itself (nginx is not what is measured here).
+        "SECURE_SSL_REDIRECT": "0",
+        "LABGOV_LOG_FORMAT": "json",
+    }
+    results: dict = {}
+    try:
+        subprocess.run(
+            [f"{VENV_BIN}/python", "manage.py", "collectstatic", "--noinput", "-v0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
+        for mode, seconds in (("cache off", "0"), ("cache on", None)):
+            run_env = dict(env)
+            if seconds is not None:
+                run_env["LABGOV_PAGE_CACHE_SECONDS"] = seconds
+            log_path = tmp / f"gunicorn-{mode.replace(' ', '-')}.log"
+            with Gunicorn(run_env, log_path):
+                _wait_ready(base, time.monotonic() + 60)
+                for page in PAGES:
+                    for _ in range(3):  # every worker's first request, and the cache's
+                        _check_page(base, paths[page], cookies[page], expected[page])
+                    load_before = os.getloadavg()
+                    url = base + paths[page]
+                    version = dataversion.current()
+                    figures = _wrk(url, cookies[page], args.seconds, args.connections)
+                    # A GET that wrote would retire every cached page, each time.
+                    figures["data_version_moved"] = dataversion.current() != version
+                    figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
+                    figures["load_average_before"] = [round(x, 2) for x in load_before]
+                    results.setdefault(mode, {})[page] = figures
+                    print(f"{mode:<10} {page:<8} {figures}", flush=True)
+            for page in PAGES:
+                statuses = _statuses(log_path, paths[page], users[page].pk)
+                results[mode][page]["statuses"] = statuses
+                if (
+                    set(statuses) != {"200"}
+                    or results[mode][page]["non_2xx_3xx"]
+                    or results[mode][page]["data_version_moved"]
+                ):
+                    raise SystemExit(f"{mode} {page}: statuses {statuses}, see {log_path}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not args.reuse:
+            dashboard_bench._admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+
+    print(
+        f"\n{args.records:,} records, {args.connections} connections, {args.seconds} s per page, "
+        f"gunicorn {args.workers} workers x {args.threads} threads on {os.cpu_count()} cores"
+    )
+    print(f"{'':<10} {'page':<8}{'req/s':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}  load average")
+    for mode, pages in results.items():
+        for page, f in pages.items():
+            print(
+                f"{mode:<10} {page:<8}{f['requests_per_s']:>9.1f}{f['p50_ms']:>9}"
+                f"{f['p90_ms']:>9}{f['p99_ms']:>9}  {' '.join(map(str, f['load_average']))}"
+            )
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"load-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    result = {
+        "records": args.records,
+        "connections": args.connections,
+        "seconds": args.seconds,
+        "workers": args.workers,
+        "threads": args.threads,
+        "cores": os.cpu_count(),
+        "results": results,
+    }
+    path.write_text(json.dumps(result, indent=2))
+    print(f"\nwritten to {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
