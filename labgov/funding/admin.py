@@ -1,7 +1,13 @@
 from django.contrib import admin
 
 from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
-from labgov.funding.models import Allocation, FundingProposal, FundingSource, LedgerEntry
+from labgov.funding.models import (
+    Allocation,
+    FundingProposal,
+    FundingSource,
+    LedgerEntry,
+    LedgerTotal,
+)
 
 
 @admin.register(FundingSource)
@@ -39,6 +45,14 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ["occurred_at", "kind", "amount_usd", "funding_source", "allocation", "memo"]
     list_filter = ["kind"]
     list_select_related = ["funding_source", "allocation"]
+
+
+@admin.register(LedgerTotal)
+class LedgerTotalAdmin(ReadOnlyAdmin):
+    """Read-only: kept by the ledger's trigger (`manage.py ledger_totals` checks them)."""
+
+    list_display = ["owner_kind", "owner_id", "committed_usd", "spent_usd"]
+    list_filter = ["owner_kind"]
 
 
 @admin.register(FundingProposal)
