@@ -74,6 +74,8 @@ def _setup_django() -> None:
         DATABASE_CONN_MAX_AGE="600",
         LOG_LEVEL="WARNING",
         DJANGO_SETTINGS_MODULE="labgov.settings",
+        # What a page costs to compute; the page cache's own figures are bench/load_bench.py's.
+        LABGOV_PAGE_CACHE_SECONDS="0",
     )
     sys.path.insert(0, str(ROOT))
     import django
