@@ -119,7 +119,11 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
     the last two days) charges disk and no compute, so it is really billing while stopped.
     It has been stopped since its last hour of compute in the billing history, or since
     before that history begins."""
-    latest = BillingRecord.objects.filter(resource=OuterRef("pk")).order_by("-bucket_start")
+    # Only a record of the last two days can confirm it: bounding the time lets PostgreSQL
+    # read just the current month's billing partition(s), not every month of history.
+    latest = BillingRecord.objects.filter(
+        resource=OuterRef("pk"), bucket_start__gte=ctx.now - CONFIRM_WITHIN
+    ).order_by("-bucket_start")
     pods = (
         _resources(ctx)
         .filter(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0)
@@ -276,6 +280,22 @@ def _money_holders(ctx: Context):
         Allocation.objects.filter(funding_source__institution_id=ctx.institution_id)
         .exclude(funding_source__status=FundingSource.Status.CLOSED)
         .select_related("funding_source", "user")
+        # What the budget rules read (_holder_facts, forecasts): a thousand allocations with
+        # their source and person cost half as much to load without the columns nobody reads.
+        .only(
+            "funding_source_id",
+            "user_id",
+            "project_name",
+            "cap_usd",
+            "start_date",
+            "end_date",
+            "funding_source__name",
+            "funding_source__lab_id",
+            "funding_source__status",
+            "user__username",
+            "user__first_name",
+            "user__last_name",
+        )
         .with_figures()
     )
     return sources, allocations
