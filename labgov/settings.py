@@ -134,7 +134,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The cache every process shares: rendered dashboard fragments and the data version they are
 # keyed by (labgov/core/dataversion.py), and sessions. Without LABGOV_CACHE_URL each process
-# keeps its own in memory (demo, tests): still correct, as the version lives there too.
+# keeps its own in memory (demo, tests), and the page cache is off (below).
 LABGOV_CACHE_URL = env_str("LABGOV_CACHE_URL", "") or ""
 if LABGOV_CACHE_URL and not LABGOV_CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured("LABGOV_CACHE_URL must be a redis:// (or rediss://) URL")
@@ -154,8 +154,13 @@ SESSION_ENGINE = (
     else "django.contrib.sessions.backends.db"
 )
 # Dashboard pages keep their rendered body this long at most (a backstop: every write moves
-# the data version on, which retires them at once); 0 turns the page cache off.
-LABGOV_PAGE_CACHE_SECONDS = env_int("LABGOV_PAGE_CACHE_SECONDS", 300, minimum=0)
+# the data version on, which retires them at once); 0 turns the page cache off. Off unless
+# the cache is shared: with one per process, a write in another process (the worker, the
+# demo's schedule, another gunicorn worker) would move only that process's version, and this
+# one would go on serving its pages until they expire.
+LABGOV_PAGE_CACHE_SECONDS = env_int(
+    "LABGOV_PAGE_CACHE_SECONDS", 300 if LABGOV_CACHE_URL else 0, minimum=0
+)
 
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [

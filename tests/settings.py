@@ -8,6 +8,10 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-" + "x" * 40)
 from labgov.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The page cache on, in each test process's own memory (a test and the pages it reads share
+# it), so every dashboard test also checks that writes retire cached pages.
+LABGOV_PAGE_CACHE_SECONDS = 300
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoise
 
 # A first sync fetches the last 8 days of the simulator's month of history, in slices of two

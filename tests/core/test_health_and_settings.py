@@ -100,3 +100,21 @@ def test_bad_boolean_stops_startup():
     result = _manage("check", env={**PRODUCTION_ENV, "DEBUG": "perhaps"})
     assert result.returncode != 0
     assert "DEBUG='perhaps' is not a boolean" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("cache_url", "expected"), [("", "0"), ("redis://127.0.0.1:6379/9", "300")]
+)
+def test_the_page_cache_is_on_only_with_a_cache_every_process_shares(cache_url, expected):
+    """Each process's own memory would keep its own data version: a sync in the worker would
+    not retire the pages a web process keeps, so without a shared cache the pages are not
+    kept at all."""
+    env = {**PRODUCTION_ENV, "LABGOV_CACHE_URL": cache_url}
+    result = _manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.LABGOV_PAGE_CACHE_SECONDS)",
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == expected
