@@ -18,28 +18,42 @@ from decimal import Decimal
 from django.db import connection as default_connection
 from django.db import transaction
 
-# The kinds summed as committed and as spent, spelled out in the SQL below (models.py's
-# COMMITTED_KINDS and SPENT_KINDS; a test holds them equal).
+# The kinds summed as committed and as spent, as SQL lists for every statement below
+# (models.py's COMMITTED_KINDS and SPENT_KINDS; a test holds them equal).
 COMMITTED = "('commitment', 'release')"
 SPENT = "('usage', 'adjustment')"
 
-PG_INSTALL = """
+
+def _sums(entries: str) -> str:
+    """The totals of the ledger rows in `entries` (the ledger, or a trigger's new rows), one
+    row per owner: a source's total counts all its entries, an allocation's only its own."""
+    amounts = (
+        f"CASE WHEN kind IN {COMMITTED} THEN amount_usd ELSE 0 END AS committed, "
+        f"CASE WHEN kind IN {SPENT} THEN amount_usd ELSE 0 END AS spent"
+    )
+    return (
+        # Only this module's constant table names go in: nothing from outside reaches the SQL.
+        "SELECT owner_kind, owner_id, sum(committed), sum(spent) FROM ("  # noqa: S608
+        f" SELECT 'funding_source' AS owner_kind, funding_source_id AS owner_id, {amounts}"
+        f" FROM {entries}"
+        " UNION ALL"
+        f" SELECT 'allocation' AS owner_kind, allocation_id AS owner_id, {amounts}"
+        f" FROM {entries} WHERE allocation_id IS NOT NULL"
+        ") AS e GROUP BY owner_kind, owner_id"
+    )
+
+
+# The totals as the entries' sums, to fill the table and to check it.
+SUMS = _sums("funding_ledgerentry")
+
+PG_INSTALL = (
+    """
 CREATE OR REPLACE FUNCTION funding_ledger_totals_add() RETURNS trigger AS $$
 BEGIN
     INSERT INTO funding_ledgertotal (owner_kind, owner_id, committed_usd, spent_usd)
-    SELECT owner_kind, owner_id, sum(committed), sum(spent)
-    FROM (
-        SELECT 'funding_source' AS owner_kind, funding_source_id AS owner_id,
-               CASE WHEN kind IN ('commitment', 'release') THEN amount_usd ELSE 0 END AS committed,
-               CASE WHEN kind IN ('usage', 'adjustment') THEN amount_usd ELSE 0 END AS spent
-        FROM new_entries
-        UNION ALL
-        SELECT 'allocation', allocation_id,
-               CASE WHEN kind IN ('commitment', 'release') THEN amount_usd ELSE 0 END,
-               CASE WHEN kind IN ('usage', 'adjustment') THEN amount_usd ELSE 0 END
-        FROM new_entries WHERE allocation_id IS NOT NULL
-    ) AS e
-    GROUP BY owner_kind, owner_id
+    """
+    + _sums("new_entries")
+    + """
     ORDER BY owner_kind, owner_id
     ON CONFLICT (owner_kind, owner_id) DO UPDATE SET
         committed_usd = funding_ledgertotal.committed_usd + EXCLUDED.committed_usd,
@@ -52,6 +66,7 @@ CREATE TRIGGER funding_ledgerentry_totals
     REFERENCING NEW TABLE AS new_entries
     FOR EACH STATEMENT EXECUTE FUNCTION funding_ledger_totals_add();
 """
+)
 PG_UNINSTALL = """
 DROP TRIGGER IF EXISTS funding_ledgerentry_totals ON funding_ledgerentry;
 DROP FUNCTION IF EXISTS funding_ledger_totals_add();
@@ -62,8 +77,8 @@ def _sqlite_upsert(owner_kind: str, owner_column: str) -> str:
     return f"""
         INSERT INTO funding_ledgertotal (owner_kind, owner_id, committed_usd, spent_usd)
         SELECT '{owner_kind}', NEW.{owner_column},
-               CASE WHEN NEW.kind IN ('commitment', 'release') THEN NEW.amount_usd ELSE 0 END,
-               CASE WHEN NEW.kind IN ('usage', 'adjustment') THEN NEW.amount_usd ELSE 0 END
+               CASE WHEN NEW.kind IN {COMMITTED} THEN NEW.amount_usd ELSE 0 END,
+               CASE WHEN NEW.kind IN {SPENT} THEN NEW.amount_usd ELSE 0 END
         WHERE NEW.{owner_column} IS NOT NULL
         ON CONFLICT (owner_kind, owner_id) DO UPDATE SET
             committed_usd = committed_usd + excluded.committed_usd,
@@ -78,23 +93,6 @@ BEGIN
 END;
 """
 SQLITE_UNINSTALL = "DROP TRIGGER IF EXISTS funding_ledgerentry_totals"
-
-# The totals as the entries' sums, to fill the table and to check it.
-SUMS = """
-SELECT owner_kind, owner_id, sum(committed), sum(spent)
-FROM (
-    SELECT 'funding_source' AS owner_kind, funding_source_id AS owner_id,
-           CASE WHEN kind IN ('commitment', 'release') THEN amount_usd ELSE 0 END AS committed,
-           CASE WHEN kind IN ('usage', 'adjustment') THEN amount_usd ELSE 0 END AS spent
-    FROM funding_ledgerentry
-    UNION ALL
-    SELECT 'allocation', allocation_id,
-           CASE WHEN kind IN ('commitment', 'release') THEN amount_usd ELSE 0 END,
-           CASE WHEN kind IN ('usage', 'adjustment') THEN amount_usd ELSE 0 END
-    FROM funding_ledgerentry WHERE allocation_id IS NOT NULL
-) AS e
-GROUP BY owner_kind, owner_id
-"""
 
 
 def install(schema_editor) -> None:
@@ -156,11 +154,12 @@ def differences(connection=default_connection) -> list[tuple[str, int, Decimal, 
             "SELECT owner_kind, owner_id, committed_usd, spent_usd FROM funding_ledgertotal"
         )
         actual = {(k, i): (c, s) for k, i, c, s in cursor.fetchall()}
+    # SQLite sums decimals as floating point: there, agreement is to a millionth of a cent.
+    tolerance = Decimal("0") if connection.vendor == "postgresql" else Decimal("1e-6")
     found = []
     for key in sorted(set(expected) | set(actual)):
         c0, s0 = (Decimal(str(v or 0)) for v in expected.get(key, (0, 0)))
         c1, s1 = (Decimal(str(v or 0)) for v in actual.get(key, (0, 0)))
-        tolerance = Decimal("0") if connection.vendor == "postgresql" else Decimal("1e-6")
         if abs(c1 - c0) > tolerance or abs(s1 - s0) > tolerance:
             found.append((key[0], key[1], c1 - c0, s1 - s0))
     return found
