@@ -90,33 +90,28 @@ def notify(
     if not fresh:
         return []
     now = timezone.now()
-    Notification.objects.bulk_create(
-        [
-            Notification(
-                recipient_id=pk,
-                kind=kind,
-                severity=severity,
-                lab=lab,
-                subject=subject,
-                body=body,
-                url=url,
-                dedupe_key=dedupe_key,
-                created_at=now,
-            )
-            for pk in fresh
-        ],
-        # A concurrent notify of the same event may have won the race: that is fine.
-        ignore_conflicts=True,
-    )
+    fields = dict(kind=kind, severity=severity, lab=lab, subject=subject, body=body, url=url)
+    _create(fresh, dedupe_key=dedupe_key, created_at=now, **fields)
     ids = list(
         Notification.objects.filter(
             dedupe_key=dedupe_key, recipient_id__in=fresh, created_at=now
         ).values_list("pk", flat=True)
     )
+    _email_if_critical(severity, ids)
+    return ids
+
+
+def _create(people, **fields) -> None:
+    # A concurrent notify of the same event may have won the race: that is fine.
+    Notification.objects.bulk_create(
+        [Notification(recipient_id=pk, **fields) for pk in people], ignore_conflicts=True
+    )
+
+
+def _email_if_critical(severity: str, ids: list[int]) -> None:
     if severity == Severity.CRITICAL:
         for pk in ids:
             task_enqueue_on_commit("labgov.notifications.tasks.send_notification_email", pk)
-    return ids
 
 
 def _notify_thread(*, people, kind, severity, lab, subject, body, url, thread_key) -> list[int]:
@@ -135,32 +130,23 @@ def _notify_thread(*, people, kind, severity, lab, subject, body, url, thread_ke
         email_skipped=False,
     )
     existing = set(rows.values_list("recipient_id", flat=True))
-    Notification.objects.bulk_create(
-        [
-            Notification(
-                recipient_id=pk,
-                kind=kind,
-                severity=severity,
-                lab=lab,
-                subject=subject,
-                body=body,
-                url=url,
-                dedupe_key=thread_key,
-                created_at=now,
-            )
-            for pk in people
-            if pk not in existing
-        ],
-        ignore_conflicts=True,
+    _create(
+        [pk for pk in people if pk not in existing],
+        kind=kind,
+        severity=severity,
+        lab=lab,
+        subject=subject,
+        body=body,
+        url=url,
+        dedupe_key=thread_key,
+        created_at=now,
     )
     ids = list(
         Notification.objects.filter(dedupe_key=thread_key, recipient_id__in=people).values_list(
             "pk", flat=True
         )
     )
-    if severity == Severity.CRITICAL:
-        for pk in ids:
-            task_enqueue_on_commit("labgov.notifications.tasks.send_notification_email", pk)
+    _email_if_critical(severity, ids)
     return ids
 
 
