@@ -187,7 +187,7 @@ def _build(records: int) -> dict:
     last = now.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
     first = last - dt.timedelta(hours=hours - 1)
     # On PostgreSQL each month of billing is a partition that must exist before its rows.
-    ensure_months(first, last)
+    ensure_months(first, last, trust_cache=False)
     # Deterministic amounts from the resource id and the hour, exact to ten decimal places.
     with connection.cursor() as cursor:
         cursor.execute(

@@ -128,7 +128,7 @@ def _build(records: int) -> None:
     )
     start = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
     # On PostgreSQL each month of billing is a partition that must exist before its rows.
-    ensure_months(start, start + dt.timedelta(hours=HOURS - 1))
+    ensure_months(start, start + dt.timedelta(hours=HOURS - 1), trust_cache=False)
     with connection.cursor() as cursor:
         cursor.execute(
             """

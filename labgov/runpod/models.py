@@ -198,8 +198,10 @@ class BillingRecordQuerySet(models.QuerySet):
         # (labgov.runpod.partitions); the sync's bulk writer makes its own, this is for
         # everything else (the generic writer, the admin, tests).
         objs = list(objs)
-        partitions.ensure_for(obj.bucket_start for obj in objs)
-        return super().bulk_create(objs, *args, **kwargs)
+        months = partitions.months_of(obj.bucket_start for obj in objs)
+        return partitions.write_months(
+            months, lambda: super(BillingRecordQuerySet, self).bulk_create(objs, *args, **kwargs)
+        )
 
 
 class BillingRecord(models.Model):
@@ -259,8 +261,10 @@ class BillingRecord(models.Model):
 
     def save(self, *args, **kwargs):
         # Storage, not business: the row's month partition must exist (see bulk_create).
-        partitions.ensure_for([self.bucket_start])
-        super().save(*args, **kwargs)
+        partitions.write_months(
+            partitions.months_of([self.bucket_start]),
+            lambda: super(BillingRecord, self).save(*args, **kwargs),
+        )
 
 
 class AccountBillingRecord(models.Model):

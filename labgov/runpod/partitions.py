@@ -10,6 +10,13 @@ ordered Append that stops at the newest month holding a record. So every writer 
 the months it writes exist first (`ensure_months`), and a daily task creates the coming months
 ahead of time.
 
+The months already seen are remembered per database (`_known`), to spare a catalogue query per
+write. The memory is a hint, never the truth: a transaction that made a month may still roll
+back after telling it, and an operator may detach a month from another process. So a writer
+that trusted it and meets "no partition of relation" forgets what it knew, looks again and
+writes once more (`write_months`): the month is created, or the write is refused with the
+archived message when its partition is detached.
+
 Why before the sync's transactions: CREATE TABLE … PARTITION OF locks the parent table
 exclusively until its transaction ends; inside a sync's slice it would hold every reader of
 billing for the rest of the slice. The sync creates its window's months before it starts
@@ -22,14 +29,16 @@ no-op.
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PARENT = "runpod_billingrecord"
 # Months created ahead of the current one by the daily task (and by the migration).
@@ -37,9 +46,19 @@ MONTHS_AHEAD = 3
 # Serializes partition creation between processes (two syncs meeting a new month).
 _LOCK_KEY = 7_402_158_311
 
-# Months known to be attached partitions, as committed: only what a query outside any
-# transaction saw, or what a transaction that created it committed, is remembered.
-_known: set[dt.date] = set()
+# Months known to be attached partitions, per database (host, port, name), as committed: only
+# what a query outside any transaction saw, or what a transaction that created it committed,
+# is remembered. A hint only: see the module's docstring.
+_known: dict[tuple, set[dt.date]] = {}
+
+
+def _database() -> tuple:
+    settings = connection.settings_dict
+    return (settings.get("HOST"), settings.get("PORT"), settings.get("NAME"))
+
+
+def _known_here() -> set[dt.date]:
+    return _known.setdefault(_database(), set())
 
 
 def month_start(moment: dt.datetime | dt.date) -> dt.date:
@@ -108,14 +127,17 @@ def _state(cursor, months: Iterable[dt.date]) -> tuple[bool, set[dt.date], set[d
     return partitioned, attached, detached
 
 
-def ensure_months(start: dt.datetime | dt.date, end: dt.datetime | dt.date) -> None:
-    """Make sure every month of [start, end] has its partition. Cheap when they exist."""
-    ensure(months_between(start, end))
+def ensure_months(
+    start: dt.datetime | dt.date, end: dt.datetime | dt.date, *, trust_cache: bool = True
+) -> None:
+    """Make sure every month of [start, end] has its partition. Cheap when they exist. A writer
+    that cannot write again after a missing partition (raw SQL) asks with trust_cache=False."""
+    ensure(months_between(start, end), trust_cache=trust_cache)
 
 
-def ensure_for(moments: Iterable[dt.datetime]) -> None:
-    """Make sure the months of these bucket starts have their partitions."""
-    ensure({month_start(m) for m in moments if isinstance(m, dt.datetime)})
+def months_of(moments: Iterable[dt.datetime]) -> set[dt.date]:
+    """The months of these bucket starts."""
+    return {month_start(m) for m in moments if isinstance(m, dt.datetime)}
 
 
 def ensure(months: Iterable[dt.date], *, trust_cache: bool = True) -> None:
@@ -123,7 +145,7 @@ def ensure(months: Iterable[dt.date], *, trust_cache: bool = True) -> None:
         return
     wanted = set(months)
     if trust_cache:
-        wanted -= _known
+        wanted -= _known_here()
     if not wanted:
         return
     with connection.cursor() as cursor:
@@ -137,16 +159,51 @@ def ensure(months: Iterable[dt.date], *, trust_cache: bool = True) -> None:
 
 
 def _remember(months: set[dt.date]) -> None:
+    known = _known_here()
     if connection.in_atomic_block:
         # Seen (or made) inside a transaction that may yet roll back: remember it once the
         # transaction commits, never before.
-        transaction.on_commit(lambda: _known.update(months))
+        transaction.on_commit(lambda: known.update(months))
     else:
-        _known.update(months)
+        known.update(months)
 
 
-def forget(months: Iterable[dt.date]) -> None:
-    _known.difference_update(months)
+def forget(months: Iterable[dt.date] | None = None) -> None:
+    """Forget what is known of these months (of every month, with None) on this database."""
+    if months is None:
+        _known_here().clear()
+    else:
+        _known_here().difference_update(months)
+
+
+def is_missing_partition(exc: BaseException) -> bool:
+    """Whether a write failed because a row's month has no attached partition."""
+    while exc is not None:
+        if str(exc).startswith("no partition of relation"):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def write_months(months: set[dt.date], write: Callable[[], T]) -> T:
+    """Run `write` (which lands rows in `months`) after making sure the months exist; if it
+    still meets a missing partition (the memory of months was stale), look again without it
+    and write once more. A detached month is refused in words (`DomainError`)."""
+    ensure(months)
+    if connection.vendor != "postgresql":
+        return write()
+    try:
+        # A savepoint: the failed statement leaves the surrounding transaction usable.
+        with transaction.atomic():
+            return write()
+    except IntegrityError as exc:
+        if not is_missing_partition(exc):
+            raise
+    log.warning("billing partition missing although remembered: looking again %s", sorted(months))
+    forget(months)
+    ensure(months, trust_cache=False)
+    with transaction.atomic():
+        return write()
 
 
 def _create(months: set[dt.date]) -> None:

@@ -100,6 +100,83 @@ def test_orm_writes_into_a_month_without_partition(postgres, world):
     assert BillingRecord.objects.filter(resource=pod).count() == 5
 
 
+def _bill(pod, start: dt.datetime) -> BillingRecord:
+    return BillingRecord(
+        resource=pod,
+        kind="pod",
+        bucket_start=start,
+        bucket_end=start + dt.timedelta(hours=1),
+        total_usd=Decimal("1"),
+    )
+
+
+def test_a_month_remembered_by_a_rolled_back_transaction_is_made_again(
+    postgres, world, django_capture_on_commit_callbacks
+):
+    """The memory of months is a hint: a transaction that made a month and told it on commit
+    (as a test's captured callbacks do) may still roll back. Every ORM writer then looks
+    again and makes the month instead of failing with a raw IntegrityError."""
+    march = dt.date(2018, 3, 1)
+    _drop_months(march)
+    with django_capture_on_commit_callbacks(execute=True):
+        partitions.ensure([march])
+    assert march in partitions._known_here()
+    # What the test's rollback would do: the partition goes, the memory stays.
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP TABLE "{partitions.table_name(march)}"')
+    assert march in partitions._known_here()
+
+    pod = ResourceFactory(account=RunpodAccountFactory(institution=world.institution))
+    BillingRecord.objects.bulk_create([_bill(pod, dt.datetime(2018, 3, 5, tzinfo=UTC))])
+    assert _tables()["runpod_billingrecord_p2018_03"] is True
+
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP TABLE "{partitions.table_name(march)}"')
+    partitions._known_here().add(march)
+    _bill(pod, dt.datetime(2018, 3, 6, tzinfo=UTC)).save()  # save() too
+    BillingRecord.objects.create(
+        **{
+            f: getattr(_bill(pod, dt.datetime(2018, 3, 7, tzinfo=UTC)), f)
+            for f in ("resource", "kind", "bucket_start", "bucket_end", "total_usd")
+        }
+    )
+    assert BillingRecord.objects.filter(resource=pod).count() == 2
+
+
+def test_the_memory_of_months_is_per_database(postgres, world):
+    """A month seen on one database says nothing of another (the dashboard bench builds a
+    small database, then a large one, in one process)."""
+    june = dt.date(2018, 6, 1)
+    _drop_months(june)
+    partitions._known[("elsewhere", "5432", "another_database")] = {june}
+    assert june not in partitions._known_here()
+    pod = ResourceFactory(account=RunpodAccountFactory(institution=world.institution))
+    BillingRecord.objects.bulk_create([_bill(pod, dt.datetime(2018, 6, 1, tzinfo=UTC))])
+    assert _tables()["runpod_billingrecord_p2018_06"] is True
+    del partitions._known[("elsewhere", "5432", "another_database")]
+
+
+def test_a_month_detached_by_another_process_is_refused_as_archived(postgres, world):
+    """An operator detached a month while this process still remembers it as attached: a
+    write into it says the month is archived, never a raw IntegrityError, and leaves the
+    surrounding transaction usable."""
+    august = dt.date(2018, 8, 1)
+    _drop_months(august)
+    partitions.ensure([august])
+    partitions._known_here().add(august)  # as its commit would have told it
+    with connection.cursor() as cursor:  # what `billing_partitions detach` does elsewhere
+        cursor.execute(
+            f'ALTER TABLE "{partitions.PARENT}" DETACH PARTITION "{partitions.table_name(august)}"'
+        )
+    pod = ResourceFactory(account=RunpodAccountFactory(institution=world.institution))
+    with pytest.raises(DomainError, match="August 2018 are archived"):
+        BillingRecord.objects.bulk_create([_bill(pod, dt.datetime(2018, 8, 9, tzinfo=UTC))])
+    with pytest.raises(DomainError, match="archived"):
+        _bill(pod, dt.datetime(2018, 8, 9, tzinfo=UTC)).save()
+    assert BillingRecord.objects.filter(resource=pod).count() == 0  # the transaction goes on
+    assert _tables()["runpod_billingrecord_p2018_08"] is False
+
+
 @pytest.mark.usefixtures("at_sim_now")
 def test_a_sync_across_a_month_boundary_makes_both_months_and_resync_replaces(
     postgres, sim, sim_account, fast_clients
