@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
+from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
-from labgov.accounts.models import Membership, Role
+from labgov.accounts.models import Lab, Membership, Role
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,34 @@ class Scope:
 ANONYMOUS = Scope(user_id=None)
 
 
+# Moves on whenever a lab or a membership is saved or deleted in this process: a scope kept on
+# a user object is read again after any such change (a command that creates a lab and then
+# allocates in it, as the same admin, sees its new lab). Another process's changes reach this
+# one through fresh user objects (one per request, task or command).
+_roles_version = 0
+
+
+def _roles_changed(**kwargs) -> None:
+    global _roles_version
+    _roles_version += 1
+
+
+post_save.connect(_roles_changed, sender=Membership, dispatch_uid="access-roles-membership")
+post_delete.connect(_roles_changed, sender=Membership, dispatch_uid="access-roles-membership-d")
+post_save.connect(_roles_changed, sender=Lab, dispatch_uid="access-roles-lab")
+post_delete.connect(_roles_changed, sender=Lab, dispatch_uid="access-roles-lab-d")
+
+
 def scope_for(user) -> Scope:
-    """The user's active roles, read in one query and kept on the user for the request."""
-    if not user.is_authenticated:
+    """The user's active roles, read in one query and kept on the user until a lab or a
+    membership changes. The system (None) and anonymous visitors have no roles: a check made
+    with them refuses, in the check's own words."""
+    if user is None or not user.is_authenticated:
         return ANONYMOUS
     cached = getattr(user, "_labgov_scope", None)
-    if cached is not None:
-        return cached
+    if cached is not None and cached[0] == _roles_version:
+        return cached[1]
+    version = _roles_version
     admin_inst, finance_inst, admin_labs, member_labs = set(), set(), set(), set()
     lab_admin_inst = set()
     for role, institution_id, lab_id in (
@@ -95,7 +117,7 @@ def scope_for(user) -> Scope:
         institution_labs=frozenset(institution_labs),
         lab_admin_institutions=frozenset(lab_admin_inst),
     )
-    user._labgov_scope = scope
+    user._labgov_scope = (version, scope)
     return scope
 
 
@@ -332,6 +354,15 @@ def is_active_in_lab(user_id: int | None, lab_id: int | None) -> bool:
         .filter(user_id=user_id, lab_id=lab_id, role__in=LAB_ROLES)
         .exists()
     )
+
+
+def require_person(actor, what: str) -> None:
+    """Refuse, in words, a power only a person has when labgov itself (actor None: a command, a
+    scheduled job) asks for it: these decisions need somebody who answers for them."""
+    from labgov.core.errors import DomainError
+
+    if actor is None or not getattr(actor, "is_authenticated", False):
+        raise DomainError(f"{what} needs a signed-in person; labgov's own jobs cannot do it.")
 
 
 def deny_unless(allowed: bool) -> None:

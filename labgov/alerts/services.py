@@ -330,11 +330,11 @@ def _tell_owner(actor, alert: Alert, pod: Resource, action: str, *, event_id: in
     if action not in OWNER_TOLD:
         return
     owner = pod.current_allocation.user if pod.current_allocation_id else alert.owner
-    if owner is None or owner.pk == actor.pk or not owner.is_active:
+    if owner is None or (actor is not None and owner.pk == actor.pk) or not owner.is_active:
         return
     kind, consequence = OWNER_TOLD[action]
     name = pod.name or pod.runpod_id
-    who = actor.get_full_name() or actor.username
+    who = "labgov" if actor is None else (actor.get_full_name() or actor.username)
     notify(
         recipients=[owner],
         kind=kind,

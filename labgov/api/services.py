@@ -8,6 +8,7 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.api.models import ApiToken
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
@@ -26,6 +27,7 @@ def _digest(secret: str) -> str:
 @transaction.atomic
 def token_create(*, actor, name: str, scope: str, days: int) -> tuple[ApiToken, str]:
     """A new token for the actor; returns it with its plain text, which is never stored."""
+    access.require_person(actor, "Making an API token")
     name = (name or "").strip()
     if not name:
         raise DomainError("Give the token a name (what uses it).", field="name")
@@ -60,6 +62,7 @@ def token_create(*, actor, name: str, scope: str, days: int) -> tuple[ApiToken, 
 
 @transaction.atomic
 def token_revoke(*, actor, token: ApiToken) -> ApiToken:
+    access.require_person(actor, "Revoking an API token")
     locked = ApiToken.objects.select_for_update().get(pk=token.pk)
     if locked.user_id != actor.pk:
         raise DomainError("Only the token's owner can revoke it.")

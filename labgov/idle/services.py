@@ -86,6 +86,7 @@ def never_stop_mark(*, actor, resource, reason: str, until: dt.datetime) -> Auto
 def owner_allows_stop(*, actor, resource, allowed: bool) -> AutoStopMark | None:
     """The pod's owner confirms (or withdraws) that the policy may stop it although its only
     storage is its container disk, whose data a stop erases."""
+    access.require_person(actor, "Allowing a stop of one's own pod")
     lab = _lab_of(resource)
     access.deny_unless(lab is not None and _owner_id(resource) == actor.pk)
     now = timezone.now()

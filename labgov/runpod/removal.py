@@ -20,6 +20,7 @@ from django.db.models import Count, Min, ProtectedError, RestrictedError
 from django.db.models.functions import TruncDay
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.core.money import grouped_sums
@@ -151,6 +152,7 @@ def account_removal_summary(account: RunpodAccount) -> RemovalSummary:
 def account_removal_request(*, actor, account: RunpodAccount) -> RunpodAccount:
     """The first of the two people a removal needs: ask for it (audited). Refused, in words,
     where `account_removal_summary` says it cannot be removed."""
+    access.require_person(actor, "Asking for the removal of a Runpod account")
     locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
     if locked.removal_requested_by_id is not None:
         return locked
@@ -198,6 +200,7 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
     the second of two institution admins: someone else must have asked for it
     (`account_removal_request`). Audited with what was removed and both people; refused, in
     words, where `account_removal_summary` says."""
+    access.require_person(actor, "Removing a Runpod account")
     from labgov.alerts.models import Alert
     from labgov.runpod.sync import lock_claim
     from labgov.usage.models import DailySpend, MonthlySpend

@@ -356,7 +356,11 @@ def rule_accounts_q(user) -> Q:
 
 
 def _require_rule_maker(actor, account: RunpodAccount, lab) -> bool:
-    """Refuse a rule the actor may not make; True when the actor is an institution admin."""
+    """Refuse a rule the actor may not make; True when the actor is an institution admin.
+    The system (None: a command, the demo seeder) makes rules from now on; starting one
+    earlier moves spend already incurred, which takes a person (an institution admin)."""
+    if actor is None:
+        return False
     scope = access.scope_for(actor)
     institution_admin = account.institution_id in scope.admin_institutions
     if not (institution_admin or account.lab_id in scope.managed_labs):

@@ -143,6 +143,7 @@ def request_save(
     *, actor, allocation: Allocation, values: dict, req: ProvisioningRequest | None = None
 ) -> ProvisioningRequest:
     """Create a draft, or change one. Only the requester edits, and only drafts."""
+    access.require_person(actor, "Making a provisioning request")
     unknown = set(values) - set(REQUEST_FIELDS)
     if unknown:
         raise TypeError(f"request_save got unknown fields {sorted(unknown)}")
@@ -220,6 +221,7 @@ def _raise_if_blocked(found) -> None:
 def request_submit(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
     """Submit a draft for review; approve it at once when the policy's auto-approval covers
     it."""
+    access.require_person(actor, "Submitting a provisioning request")
     allocation, req = _locked(req)
     if req.requester_id != actor.pk:
         raise DomainError("Only the requester can submit a request.")
