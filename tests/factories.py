@@ -7,6 +7,21 @@ from django.utils import timezone
 from labgov.accounts.models import Institution, Lab, Membership, Role, User
 from labgov.funding.models import Allocation, FundingSource
 
+# Tests meet two clocks: the simulator's, fixed by its default scenario (2026-11-20, with a
+# month of history before it), which tests of synced spend travel to, and the machine's, which
+# the rest read. Default dates cover both, whatever day the suite runs on, so no test depends
+# on the calendar: roles and money start before the earlier of the two days and end after the
+# later one.
+SCENARIO_DAY = dt.date(2026, 11, 20)
+
+
+def _since(days: int) -> dt.date:
+    return min(timezone.now().date(), SCENARIO_DAY) - dt.timedelta(days=days)
+
+
+def _until(days: int) -> dt.date:
+    return max(timezone.now().date(), SCENARIO_DAY) + dt.timedelta(days=days)
+
 
 class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
@@ -50,7 +65,7 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     role = Role.MEMBER
     lab = factory.SubFactory(LabFactory)
     institution = factory.LazyAttribute(lambda m: m.lab.institution if m.lab else None)
-    start_date = factory.LazyFunction(lambda: timezone.now().date() - dt.timedelta(days=365))
+    start_date = factory.LazyFunction(lambda: _since(365))
 
 
 class FundingSourceFactory(factory.django.DjangoModelFactory):
@@ -63,8 +78,8 @@ class FundingSourceFactory(factory.django.DjangoModelFactory):
     award_number = factory.Sequence(lambda n: f"AWD-{n:05d}")
     sponsor = "NSF"
     cost_center = factory.Sequence(lambda n: f"CC-{n}")
-    start_date = factory.LazyFunction(lambda: timezone.now().date() - dt.timedelta(days=100))
-    end_date = factory.LazyFunction(lambda: timezone.now().date() + dt.timedelta(days=265))
+    start_date = factory.LazyFunction(lambda: _since(100))
+    end_date = factory.LazyFunction(lambda: _until(265))
     amount_usd = Decimal("10000.00")
 
 
