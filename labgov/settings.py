@@ -132,18 +132,44 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# The cache every process shares: rendered dashboard fragments and the data version they are
-# keyed by (labgov/core/dataversion.py), and sessions. Without LABGOV_CACHE_URL each process
-# keeps its own in memory (demo, tests), and the page cache is off (below).
+# The cache every process shares: sessions (below) and the login throttle. Without
+# LABGOV_CACHE_URL each process keeps its own in memory (demo, tests), and the page cache is
+# off (below). Rendered dashboard pages and the data version they are keyed by
+# (labgov/core/dataversion.py) live in the "pages" cache: LABGOV_PAGE_CACHE_URL, a Redis
+# instance of their own with maxmemory and allkeys-lru in production (memory limits are per
+# instance, and the broker and sessions must never be evicted), or the shared cache when unset.
+# Every key carries this installation's prefix, derived from its database and secret key, so
+# two installations on one Redis never read each other's pages or sessions.
 LABGOV_CACHE_URL = env_str("LABGOV_CACHE_URL", "") or ""
-if LABGOV_CACHE_URL and not LABGOV_CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
-    raise ImproperlyConfigured("LABGOV_CACHE_URL must be a redis:// (or rediss://) URL")
+LABGOV_PAGE_CACHE_URL = env_str("LABGOV_PAGE_CACHE_URL", "") or LABGOV_CACHE_URL
+for _name, _url in (
+    ("LABGOV_CACHE_URL", LABGOV_CACHE_URL),
+    ("LABGOV_PAGE_CACHE_URL", LABGOV_PAGE_CACHE_URL),
+):
+    if _url and not _url.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"{_name} must be a redis:// (or rediss://) URL")
+_db = DATABASES["default"]
+LABGOV_INSTALLATION = hashlib.sha256(
+    "\0".join(
+        str(part) for part in (SECRET_KEY, _db.get("HOST"), _db.get("PORT"), _db.get("NAME"))
+    ).encode()
+).hexdigest()[:16]
+
+
+def _cache(url: str, location: str) -> dict:
+    if url:
+        backend = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    else:
+        backend = {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": location,
+        }
+    return {**backend, "KEY_PREFIX": f"labgov-{LABGOV_INSTALLATION}"}
+
+
 CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LABGOV_CACHE_URL}
-        if LABGOV_CACHE_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "labgov"}
-    )
+    "default": _cache(LABGOV_CACHE_URL, "labgov"),
+    "pages": _cache(LABGOV_PAGE_CACHE_URL, "labgov-pages"),
 }
 # Sessions are read from the shared cache and kept in the database too (a lost cache logs
 # nobody out). Only with a shared cache: one in each process's memory would let a session
@@ -159,8 +185,11 @@ SESSION_ENGINE = (
 # demo's schedule, another gunicorn worker) would move only that process's version, and this
 # one would go on serving its pages until they expire.
 LABGOV_PAGE_CACHE_SECONDS = env_int(
-    "LABGOV_PAGE_CACHE_SECONDS", 300 if LABGOV_CACHE_URL else 0, minimum=0
+    "LABGOV_PAGE_CACHE_SECONDS", 300 if LABGOV_PAGE_CACHE_URL else 0, minimum=0
 )
+# How many pages one person may store in the page cache per hour; past it their pages are
+# computed and not kept (nobody fills the cache by asking for endless variants of a page).
+LABGOV_PAGE_CACHE_PER_PERSON = env_int("LABGOV_PAGE_CACHE_PER_PERSON", 200, minimum=1)
 
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [

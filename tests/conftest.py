@@ -110,9 +110,10 @@ def _remember(built: World) -> None:
 def _empty_cache():
     """Every test starts with an empty cache: its database changes roll back, the cache would
     keep pages (and the data version) computed from them."""
-    from django.core.cache import cache
+    from django.core.cache import caches
 
-    cache.clear()
+    for cache in caches.all():
+        cache.clear()
 
 
 @pytest.fixture

@@ -17,13 +17,23 @@ import logging
 import re
 import secrets
 
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db import connections
 from django.db.backends.signals import connection_created
 
 logger = logging.getLogger(__name__)
 
 KEY = "labgov:data-version"
+
+
+class _PageCache:
+    """The "pages" cache (settings), looked up on each use so tests' settings apply."""
+
+    def __getattr__(self, name):
+        return getattr(caches["pages"], name)
+
+
+cache = _PageCache()
 
 # Writes that change no page: the session store and the login throttle (django-axes), and
 # the time of a person's last login, which every login sets and no page shows.

@@ -10,7 +10,9 @@ and the key holds:
 
 - the person (user id): never shared, since what a page shows depends on the person's roles;
 - the page (its name and the object it is about), whether it is the htmx fragment or the
-  whole page, and the query string (every parameter, sorted);
+  whole page, and the parameters the pages read (`page_params`: the range, the lab, the
+  table orders, each at most 64 characters; any other parameter is dropped before the page
+  sees it, so it neither makes a new entry nor echoes back);
 - the UTC date and hour: "today", the default ranges and the forecasts move with them (and an
   institution's own date turns on a UTC hour too);
 - the data version (labgov/core/dataversion.py), stored beside the page rather than in the
@@ -18,16 +20,23 @@ and the key holds:
 
 A write that changes what a page shows (a sync, a governance change, a membership revoked)
 moves the version on when it commits; the time to live is a backstop for text that ages by
-itself."""
+itself.
+
+The pages live in the "pages" cache (settings: a Redis instance of their own with an LRU
+memory limit in production), under this installation's key prefix; one person stores at most
+LABGOV_PAGE_CACHE_PER_PERSON pages an hour, past which their pages are computed and not kept.
+Each answer says what the cache did in `X-Labgov-Cache`: hit, miss, or bypass."""
 
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.messages import get_messages
-from django.core.cache import cache
+from django.core.cache import caches
+from django.http import QueryDict
 from django.middleware.csrf import get_token
 from django.utils import timezone
 
@@ -35,8 +44,36 @@ from labgov.core import dataversion
 
 logger = logging.getLogger(__name__)
 
-# Stands for the CSRF token in a cached page (letters, digits and dashes: escaping leaves it).
+# Stands for the CSRF token in a cached page. Only its two slots are filled (the hidden form
+# field and the htmx header): the same letters anywhere else (a pod's name) stay as they are.
 CSRF_PLACEHOLDER = "labgov-csrf-token-placeholder-5b0f1c9e7a"
+_CSRF_SLOTS = re.compile(
+    '(name="csrfmiddlewaretoken" value="|"X-CSRFToken": ")' + re.escape(CSRF_PLACEHOLDER) + '"'
+)
+
+# What the dashboard pages read from the query string; nothing else reaches them.
+PAGE_PARAMS = frozenset({"start", "end", "lab", "format", "table"})
+_SORT_PARAM = re.compile(r"[a-z][a-z0-9_]{0,39}_sort")
+MAX_PARAM_LENGTH = 64
+HEADER = "X-Labgov-Cache"
+
+
+def page_cache():
+    return caches["pages"]
+
+
+def page_params(request) -> QueryDict:
+    """The parameters dashboard pages read (the last value of each, at most 64 characters);
+    every other one is dropped, so no parameter of an attacker's makes a cache entry or is
+    echoed back in the page's links."""
+    clean = QueryDict(mutable=True)
+    for name, values in request.GET.lists():
+        if not (name in PAGE_PARAMS or _SORT_PARAM.fullmatch(name)):
+            continue
+        if values and len(values[-1]) <= MAX_PARAM_LENGTH:
+            clean[name] = values[-1]
+    clean._mutable = False
+    return clean
 
 
 def messages_waiting(request) -> bool:
@@ -45,8 +82,12 @@ def messages_waiting(request) -> bool:
 
 
 def with_csrf_token(request, html: str) -> str:
-    """A cached page with this request's CSRF token (and its cookie, as rendering sets it)."""
-    return html.replace(CSRF_PLACEHOLDER, get_token(request))
+    """A cached page with this request's CSRF token (and its cookie, as rendering sets it) in
+    its token slots."""
+    if CSRF_PLACEHOLDER not in html:
+        return html
+    token = get_token(request)
+    return _CSRF_SLOTS.sub(lambda m: f'{m.group(1)}{token}"', html)
 
 
 def key_for(request, page: str) -> str:
@@ -56,18 +97,32 @@ def key_for(request, page: str) -> str:
         page,
         "fragment" if request.htmx else "page",
         now.strftime("%Y-%m-%dT%H"),
-        sorted(request.GET.lists()),
+        sorted(page_params(request).lists()),
     ]
     # JSON keeps the parts apart whatever a parameter holds.
     digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()
     return f"labgov:page:{request.user.pk}:{digest}"
 
 
+def _may_store(cache, request) -> bool:
+    """Whether this person may store one more page this hour."""
+    key = f"labgov:page-stores:{request.user.pk}:{timezone.now():%Y%m%d%H}"
+    if cache.add(key, 1, 3600):
+        return True
+    try:
+        return cache.incr(key) <= settings.LABGOV_PAGE_CACHE_PER_PERSON
+    except ValueError:  # expired in between
+        return cache.add(key, 1, 3600)
+
+
 def cached_body(request, page: str, render: Callable[[], str]) -> str:
-    """The body `render` would return, from the cache when its data has not changed since."""
+    """The body `render` would return, from the cache when its data has not changed since.
+    Says what the cache did on the request (`cache_state`)."""
+    request.labgov_cache = "bypass"
     seconds = settings.LABGOV_PAGE_CACHE_SECONDS
     if not seconds:
         return render()
+    cache = page_cache()
     key = key_for(request, page)
     try:
         if dataversion.has_own_writes():
@@ -84,10 +139,17 @@ def cached_body(request, page: str, render: Callable[[], str]) -> str:
         logger.exception("The page cache could not be read")
         return render()
     if entry is not None and entry[0] == version:
+        request.labgov_cache = "hit"
         return entry[1]
     body = render()
     try:
-        cache.set(key, (version, body), seconds)
+        if _may_store(cache, request):
+            cache.set(key, (version, body), seconds)
+            request.labgov_cache = "miss"
     except Exception:
         logger.exception("The page cache could not be written")
     return body
+
+
+def cache_state(request) -> str:
+    return getattr(request, "labgov_cache", "bypass")

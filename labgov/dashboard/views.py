@@ -8,8 +8,11 @@ from django.views.decorators.http import require_GET
 from labgov.accounts import access
 from labgov.dashboard.page_cache import (
     CSRF_PLACEHOLDER,
+    HEADER,
+    cache_state,
     cached_body,
     messages_waiting,
+    page_params,
     with_csrf_token,
 )
 from labgov.dashboard.selectors import (
@@ -40,13 +43,18 @@ def _page(request, template: str, page: str, render_body, around=None) -> HttpRe
     page, query and data version (page_cache.py); its token is this request's."""
     context = {**(around or {})}
     if messages_waiting(request):
-        return render(request, template, {"content": render_body(), **context})
+        response = render(request, template, {"content": render_body(), **context})
+        response[HEADER] = "bypass"
+        return response
 
     def render_page() -> str:
         context.update(content=render_body(), csrf_token=CSRF_PLACEHOLDER)
         return render_to_string(template, context, request)
 
-    return HttpResponse(with_csrf_token(request, cached_body(request, page, render_page)))
+    body = with_csrf_token(request, cached_body(request, page, render_page))
+    response = HttpResponse(body)
+    response[HEADER] = cache_state(request)
+    return response
 
 
 def _respond(request, template: str, compute, *, page: str, slug: str, around=None):
@@ -55,9 +63,10 @@ def _respond(request, template: str, compute, *, page: str, slug: str, around=No
 
     The caller has authorized the person; `compute()` reads the page's data, and only when
     the cache has not got the page (page_cache.py)."""
-    if request.GET.get("format") == "csv":
+    params = page_params(request)
+    if params.get("format") == "csv":
         data, _ = compute()
-        table = data.tables.get(request.GET.get("table", ""))
+        table = data.tables.get(params.get("table", ""))
         if table is None:
             raise Http404("No such table.")
         return csv_response(table, f"labgov-{slug}-{table.name}-{data.period.slug()}.csv")
@@ -65,13 +74,14 @@ def _respond(request, template: str, compute, *, page: str, slug: str, around=No
     def render_body() -> str:
         data, extra = compute()
         # The range form keeps the sort orders and the chosen lab when the dates change.
-        keep = [(k, v) for k, v in request.GET.items() if k.endswith("_sort") or k == "lab"]
+        keep = [(k, v) for k, v in params.items() if k.endswith("_sort") or k == "lab"]
         fragment = "#body" if request.htmx else "#content"
         context = {"data": data, "keep": keep, **(extra or {})}
         return render_to_string(template + fragment, context, request)
 
     if request.htmx:
         response = HttpResponse(cached_body(request, page, render_body))
+        response[HEADER] = cache_state(request)
     else:
         response = _page(request, template, page, render_body, around)
     # The same URL answers a page or a fragment: caches must tell them apart.
@@ -89,7 +99,7 @@ def funding(request, pk: int):
     return _respond(
         request,
         "dashboard/funding.html",
-        lambda: (funding_dashboard(request.user, pk, request.GET), None),
+        lambda: (funding_dashboard(request.user, pk, page_params(request)), None),
         page=f"funding:{pk}",
         slug=f"funding-{pk}",
         around={"title": name},
@@ -103,7 +113,7 @@ def lab(request, pk: int):
     return _respond(
         request,
         "dashboard/lab.html",
-        lambda: (lab_dashboard(request.user, pk, request.GET, lab=lab), None),
+        lambda: (lab_dashboard(request.user, pk, page_params(request), lab=lab), None),
         page=f"lab:{pk}",
         slug=f"lab-{pk}",
         around={"lab": lab},
@@ -114,7 +124,7 @@ def lab(request, pk: int):
 @require_GET
 def me(request):
     def compute():
-        data = student_dashboard(request.user, request.GET)
+        data = student_dashboard(request.user, page_params(request))
         return data, (None if request.htmx else {"my_pods": my_pods(request.user)})
 
     return _respond(request, "dashboard/me.html", compute, page="me", slug="my-spend")
@@ -127,7 +137,7 @@ def institution(request):
     return _respond(
         request,
         "dashboard/institution.html",
-        lambda: (institution_dashboard(request.user, request.GET), None),
+        lambda: (institution_dashboard(request.user, page_params(request)), None),
         page="institution",
         slug="institution",
     )

@@ -237,7 +237,9 @@ def test_the_page_cache_can_be_turned_off(world, spend, client_for, settings):
 def test_a_cache_that_cannot_be_reached_costs_speed_not_the_page(
     world, spend, client_for, monkeypatch, caplog
 ):
-    from django.core.cache import cache
+    from django.core.cache import caches
+
+    cache = caches["pages"]
 
     def down(*args, **kwargs):
         raise ConnectionError("Redis is down")
@@ -298,3 +300,73 @@ def test_home_funding_and_institution_pages_are_cached_too(world, spend, client_
     assert first.status_code == second.status_code == 200
     assert _computed(first) and not _computed(second)
     assert _main(second) == _main(first)
+
+
+def _cached_keys(world) -> int:
+    from django.core.cache import caches
+
+    cache = caches["pages"]
+    return sum(1 for key in cache._cache if f":labgov:page:{world.member.pk}:" in key)
+
+
+def test_unknown_parameters_make_no_entry_and_are_not_echoed(world, spend, client_for):
+    """The attack: a fresh 3 KB ?pad= on every request filled Redis without limit, and each
+    page echoed it ~50 times in its links. Unknown parameters never reach the page now."""
+    client = client_for(world.member)
+    first = client.get(ME)
+    assert first["X-Labgov-Cache"] == "miss"
+    entries = _cached_keys(world)
+    for i in range(20):
+        response = client.get(ME, {"pad": f"{i}" + "x" * 3000, "me_sort": "y" * 500})
+        assert response.status_code == 200
+        assert response["X-Labgov-Cache"] == "hit"
+        assert "xxxxxxxxxx" not in response.content.decode()
+    assert _cached_keys(world) == entries
+
+
+def test_one_person_stores_a_bounded_number_of_pages(world, spend, client_for, settings):
+    settings.LABGOV_PAGE_CACHE_PER_PERSON = 5
+    client = client_for(world.member)
+    states = [client.get(ME, {"allocations_sort": f"x{i}"})["X-Labgov-Cache"] for i in range(12)]
+    assert states == ["miss"] * 5 + ["bypass"] * 7
+    assert _cached_keys(world) == 5
+    # Past the cap the pages are still right, only computed each time.
+    assert client.get(ME, {"allocations_sort": "x11"}).status_code == 200
+
+
+def test_a_pod_named_like_the_csrf_placeholder_never_shows_the_token(world, spend, client_for):
+    from labgov.dashboard.page_cache import CSRF_PLACEHOLDER
+    from labgov.runpod.models import Resource
+
+    Resource.objects.filter(account__institution=world.institution).update(
+        name=f'"X-CSRFToken": "{CSRF_PLACEHOLDER}" {CSRF_PLACEHOLDER}'
+    )
+    client = client_for(world.lab_admin)
+    for _ in range(2):  # computed, then from the cache
+        html = client.get(_lab_url(world)).content.decode()
+        # The name is shown as it is (it used to be filled with the viewer's token), and the
+        # token slots hold a token, not the placeholder.
+        assert CSRF_PLACEHOLDER in html
+        assert 'name="csrfmiddlewaretoken" value="' + CSRF_PLACEHOLDER not in html
+        assert '"X-CSRFToken": "' + CSRF_PLACEHOLDER not in html
+
+
+def test_every_key_carries_the_installations_prefix(settings):
+    """Two installations on one Redis database never share a key: the prefix comes from the
+    database and the secret key."""
+    import subprocess
+    import sys
+
+    from django.core.cache import caches
+
+    assert settings.LABGOV_INSTALLATION in caches["pages"].make_key("x")
+    assert settings.LABGOV_INSTALLATION in caches["default"].make_key("x")
+    env = {"DEBUG": "1", "SECRET_KEY": "another-installation-" + "k" * 40, "PATH": "/usr/bin"}
+    other = subprocess.run(
+        [sys.executable, "-c", "import labgov.settings as s; print(s.LABGOV_INSTALLATION)"],
+        env={**env, "DATABASE_URL": settings.DATABASES["default"].get("NAME") and "sqlite:///x"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert other and other != settings.LABGOV_INSTALLATION

@@ -28,7 +28,7 @@ def compose_commands() -> dict[str, str]:
     line by line: no YAML parser is installed)."""
     commands, service = {}, None
     for line in (DEPLOY / "docker-compose.yml").read_text().splitlines():
-        if match := re.match(r"^  ([a-z]+):\s*$", line):
+        if match := re.match(r"^  ([a-z-]+):\s*$", line):
             service = match.group(1)
         elif match := re.match(r"^    command: (.+)$", line):
             commands[service] = match.group(1)
@@ -80,3 +80,13 @@ def test_every_unit_reads_the_environment_file_and_runs_in_the_install():
         assert unit_lines(unit, "EnvironmentFile") == ["/etc/labgov/env"], unit.name
         assert unit_lines(unit, "WorkingDirectory") == ["/opt/labgov"], unit.name
         assert unit_lines(unit, "User") == ["labgov"], unit.name
+
+
+def test_compose_keeps_pages_in_a_bounded_redis_of_their_own():
+    """Pages can never crowd out the broker or sessions: they live in their own instance, with
+    a memory limit and least-recently-used eviction; web, worker and beat all point at it."""
+    compose = (DEPLOY / "docker-compose.yml").read_text()
+    pages = compose_commands()["redis-pages"]
+    assert "--maxmemory" in pages and "allkeys-lru" in pages
+    assert "maxmemory" not in compose_commands().get("redis", "")
+    assert compose.count("LABGOV_PAGE_CACHE_URL: redis://redis-pages:6379/0") == 3
