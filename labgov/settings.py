@@ -339,7 +339,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["labgov.api.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "labgov.api.schema.ApiSchema",
     "EXCEPTION_HANDLER": "labgov.api.problems.handle",
     "DEFAULT_THROTTLE_RATES": {

@@ -2,6 +2,7 @@
 phrase), `status`, `detail` (what went wrong, in words) and, for invalid input, `errors`
 (one per field). The same shape Runpod's API answers with, which labgov already reads."""
 
+import logging
 from http import HTTPStatus
 
 from django.core.exceptions import PermissionDenied
@@ -11,6 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from labgov.core.errors import DomainError
+
+logger = logging.getLogger("django.request")
 
 PROBLEM_TYPE = "application/problem+json"
 
@@ -64,7 +67,14 @@ def handle(exc, context):
         return problem(status.HTTP_403_FORBIDDEN, FORBIDDEN, code="permission_denied")
     response = exception_handler(exc, context)
     if response is None:
-        return None
+        # Not a refusal: labgov failed. Logged with its traceback as Django logs a 500, and
+        # answered in the API's own shape, never an HTML page.
+        logger.error("API call failed", exc_info=exc, extra={"request": context.get("request")})
+        return problem(
+            status.HTTP_500_INTERNAL_SERVER_ERROR,
+            "labgov failed to answer this call; the failure is logged. Try again later.",
+            code="server_error",
+        )
     if isinstance(exc, exceptions.ValidationError):
         return problem(
             response.status_code,

@@ -68,3 +68,35 @@ def test_writes_have_their_own_budget(world, api, tight_rates):
     assert client.post("/api/v1/alerts/999/acknowledge/").status_code == 404
     _problem(client.post("/api/v1/alerts/999/acknowledge/"), 429)
     assert client.get("/api/v1/labs/").status_code == 200
+
+
+@pytest.mark.parametrize("opener", ["[", '{"a":'])
+def test_a_deeply_nested_body_is_refused_in_problem_json(world, api, opener):
+    """The attack: 50,000 levels of nesting made the JSON parser recurse out of its stack and
+    answered a 500 HTML page. Nesting is bounded before parsing."""
+    client = api(world.member)
+    closer = "]" if opener == "[" else "}"
+    body = opener * 50_000 + "1" + closer * 50_000
+    problem = _problem(
+        client.post("/api/v1/provisioning-requests/", body, content_type="application/json"),
+        400,
+    )
+    assert "nests deeper than 32 levels" in problem["detail"]
+    # Brackets inside strings are text, not nesting.
+    from labgov.api.parsers import nesting_depth
+
+    assert nesting_depth('{"name": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}') == 1
+
+
+def test_a_failure_inside_a_call_answers_problem_json(world, api, monkeypatch, caplog):
+    from labgov.api.views import LabViewSet
+
+    def broken(self):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(LabViewSet, "get_queryset", broken)
+    client = api(world.member)
+    client.raise_request_exception = False
+    body = _problem(client.get("/api/v1/labs/"), 500)
+    assert body["code"] == "server_error" and "boom" not in body["detail"]
+    assert "API call failed" in caplog.text and "RuntimeError: boom" in caplog.text
