@@ -392,7 +392,9 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
 
 
 def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if not ip.is_global:
+    """A public unicast address: multicast ones (224.0.0.0/4, ff00::/8) count as global to
+    Python, but a post to one reaches whatever listens on the local network."""
+    if not ip.is_global or ip.is_multicast:
         return False
     if ip.version == 6:
         return all(inner.is_global for inner in _embedded_ipv4(ip))
@@ -423,8 +425,9 @@ def _checked_address(host: str, port: int) -> str:
         for address in addresses:
             ip = ipaddress.ip_address(address)
             if not _is_public(ip):
+                what = "a multicast" if ip.is_multicast else "a private"
                 raise WebhookAddressRefused(
-                    f"{host} is a private address ({ip}); labgov posts only to public hosts."
+                    f"{host} is {what} address ({ip}); labgov posts only to public hosts."
                 )
     return addresses[0]
 
@@ -585,9 +588,10 @@ def _network_error(webhook: LabWebhook, exc: Exception) -> str:
 
 
 def _refusal(webhook: LabWebhook, response: httpx.Response) -> str:
-    said = response.text.strip()[:200]
-    return f"{webhook.url_host} answered HTTP {response.status_code}" + (
-        f": {said}" if said else ""
+    # The status only: what the receiving server wrote is not labgov's to show (a lab admin
+    # could read back any server's answer through it).
+    return (
+        f"{webhook.url_host} answered HTTP {response.status_code} {response.reason_phrase}".strip()
     )
 
 

@@ -60,6 +60,19 @@ def test_public_addresses_in_those_forms_are_taken(world, address, no_allowed_ho
     assert webhook_save(actor=world.lab_admin, lab=world.lab, url="https://hooks.example/h").pk
 
 
+@pytest.mark.parametrize("address", ["224.0.1.1", "233.252.0.1", "239.255.255.250", "ff0e::1"])
+def test_multicast_addresses_are_refused(world, address, no_allowed_hosts, fake_dns):
+    """Python counts global-scope multicast as global; a post to it reaches whatever listens
+    on the local network."""
+    literal = f"[{address}]" if ":" in address else address
+    with pytest.raises(DomainError, match="multicast address"):
+        webhook_save(actor=world.lab_admin, lab=world.lab, url=f"https://{literal}/hook")
+    fake_dns.table["group.example"] = [address]
+    with pytest.raises(DomainError, match="multicast address"):
+        webhook_save(actor=world.lab_admin, lab=world.lab, url="https://group.example/hook")
+    assert not LabWebhook.objects.exists()
+
+
 def test_a_name_with_any_private_address_is_refused(world, no_allowed_hosts, fake_dns):
     fake_dns.table["split.example"] = [PUBLIC, "10.1.2.3"]
     with pytest.raises(DomainError, match=r"private address \(10.1.2.3\)"):

@@ -111,7 +111,7 @@ def test_a_429_is_retried_and_a_400_fails_at_once(world, webhook, hook_server, e
     a.refresh_from_db(), b.refresh_from_db()
     assert (a.status, a.attempts) == ("sent", 2)
     assert (b.status, b.attempts) == ("failed", 1)
-    assert b.last_error == "127.0.0.1 answered HTTP 400: try later"
+    assert b.last_error == "127.0.0.1 answered HTTP 400 Bad Request"
 
 
 def test_it_gives_up_in_words_after_the_last_attempt(
@@ -123,7 +123,8 @@ def test_it_gives_up_in_words_after_the_last_attempt(
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == "failed" and delivery.attempts == WEBHOOK_MAX_ATTEMPTS
     assert delivery.last_error == (
-        f"127.0.0.1 answered HTTP 500: try later (gave up after {WEBHOOK_MAX_ATTEMPTS} attempts)"
+        "127.0.0.1 answered HTTP 500 Internal Server Error "
+        f"(gave up after {WEBHOOK_MAX_ATTEMPTS} attempts)"
     )
     assert hook_server.fail_next == 100 - WEBHOOK_MAX_ATTEMPTS
 
@@ -215,7 +216,7 @@ def test_send_test_message(world, webhook, hook_server):
     assert hook_server.posts[0]["text"].startswith("[Info] Test message from labgov for Vision")
     hook_server.fail_next = 1
     ok, message = webhook_send_test(actor=world.lab_admin, webhook=webhook)
-    assert not ok and message == "127.0.0.1 answered HTTP 500: try later"
+    assert not ok and message == "127.0.0.1 answered HTTP 500 Internal Server Error"
 
 
 @pytest.mark.parametrize(
