@@ -90,3 +90,17 @@ def test_compose_keeps_pages_in_a_bounded_redis_of_their_own():
     assert "--maxmemory" in pages and "allkeys-lru" in pages
     assert "maxmemory" not in compose_commands().get("redis", "")
     assert compose.count("LABGOV_PAGE_CACHE_URL: redis://redis-pages:6379/0") == 3
+
+
+def test_compose_trusts_only_the_proxy_container_for_client_addresses():
+    """A LAN client or another container must not pick the address the login lockout counts:
+    only the proxy's fixed address is believed for X-Forwarded-For."""
+    compose = (DEPLOY / "docker-compose.yml").read_text()
+    proxy = re.search(r"ipv4_address: ([\d.]+)", compose).group(1)
+    assert re.search(rf"LABGOV_TRUSTED_PROXIES: {re.escape(proxy)}\s*$", compose, re.M)
+    assert re.search(rf"GUNICORN_FORWARDED_ALLOW_IPS: {re.escape(proxy)}\s*$", compose, re.M)
+    assert "10.0.0.0/8" not in compose and "172.16.0.0/12" not in compose and '"*"' not in compose
+    subnet = re.search(r"subnet: ([\d./]+)", compose).group(1)
+    import ipaddress
+
+    assert ipaddress.ip_address(proxy) in ipaddress.ip_network(subnet)
