@@ -62,7 +62,8 @@ class StandInProvider:
             **self.tamper.get("id_token", {}),
         }
         key = self.other_key if self.tamper.get("sign_with_other_key") else self.key
-        return jwt.encode(payload, key, algorithm="RS256", headers={"kid": "k1"})
+        headers = {} if self.tamper.get("no_kid") else {"kid": self.tamper.get("kid", "k1")}
+        return jwt.encode(payload, key, algorithm="RS256", headers=headers)
 
     def _handler(self):
         provider = self

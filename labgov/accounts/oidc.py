@@ -56,6 +56,48 @@ class InstitutionOIDCBackend(OIDCAuthenticationBackend):
     def get_user(self, user_id):
         return User.objects.filter(pk=user_id, is_active=True).first()
 
+    def retrieve_matching_jwk(self, token):
+        """The provider's key that signed `token`: the one its `kid` names, or, for a token
+        naming none, the only key the provider publishes for the algorithm. Anything else
+        (no such key, several candidates, a malformed key set) is refused in words, never a
+        500 (the library's own lookup failed with a KeyError on a token without `kid`)."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError as exc:
+            raise SuspiciousOperation(f"The ID token is not a JWT: {exc}") from None
+        response = requests.get(
+            self.OIDC_OP_JWKS_ENDPOINT,
+            verify=self.get_settings("OIDC_VERIFY_SSL", True),
+            timeout=self.get_settings("OIDC_TIMEOUT", None),
+            proxies=self.get_settings("OIDC_PROXY", None),
+        )
+        response.raise_for_status()
+        try:
+            keys = response.json().get("keys")
+        except (ValueError, AttributeError):
+            keys = None
+        if not isinstance(keys, list):
+            raise SuspiciousOperation("The identity provider's key set (JWKS) is malformed.")
+        alg, kid = header.get("alg"), header.get("kid")
+        candidates = [
+            jwk
+            for jwk in keys
+            if isinstance(jwk, dict)
+            and jwk.get("alg", alg) == alg
+            and jwk.get("use", "sig") == "sig"
+        ]
+        if kid is not None:
+            candidates = [jwk for jwk in candidates if jwk.get("kid") == kid]
+        if len(candidates) != 1:
+            raise SuspiciousOperation(
+                f"No single signing key of the identity provider matches the ID token "
+                f"(kid {kid!r}, {len(candidates)} candidates)."
+            )
+        try:
+            return jwt.PyJWK(candidates[0])
+        except jwt.PyJWKError as exc:
+            raise SuspiciousOperation(f"The identity provider's key is unusable: {exc}") from None
+
     def _verify_jws(self, payload, key):
         """Verify signature and the claims that make the token ours: issuer, audience,
         authorized party, expiry and issue time (all required)."""

@@ -110,8 +110,20 @@ def test_an_email_never_signs_in_as_someone_else(client, sso):
         {"id_token": {"nonce": "replayed"}},  # not this sign-in's token
         {"sign_with_other_key": True},  # forged: a key the provider does not publish
         {"userinfo": {"sub": "u-999"}},  # userinfo about someone else
+        {"kid": "k-unknown"},  # names a key the provider does not publish
+        {"no_kid": True, "sign_with_other_key": True},  # no kid, and forged
     ],
-    ids=["expired", "audience", "azp", "issuer", "nonce", "forged", "userinfo-subject"],
+    ids=[
+        "expired",
+        "audience",
+        "azp",
+        "issuer",
+        "nonce",
+        "forged",
+        "userinfo-subject",
+        "unknown-kid",
+        "no-kid-forged",
+    ],
 )
 def test_a_bad_id_token_is_refused(client, sso, tamper, caplog):
     sso.tamper = tamper
@@ -121,6 +133,14 @@ def test_a_bad_id_token_is_refused(client, sso, tamper, caplog):
     assert not ExternalIdentity.objects.filter(subject="u-400").exists()
     refusals = [r for r in caplog.records if r.name.startswith(("labgov", "mozilla_django_oidc"))]
     assert refusals and all(r.levelname == "WARNING" for r in refusals)
+
+
+def test_a_token_without_kid_is_checked_against_the_only_published_key(client, sso):
+    """It used to answer a 500 at the callback (a KeyError in the library's key lookup)."""
+    sso.tamper = {"no_kid": True}
+    response = sign_in(client, sso, {"sub": "u-410", "email": "nokid@uni.example"})
+    assert response["Location"] != FAILED
+    assert signed_in_user(client) is not None
 
 
 def test_a_revoked_grant_and_a_replayed_code_are_refused(client, sso):
