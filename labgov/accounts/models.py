@@ -14,6 +14,17 @@ def today_utc() -> dt.date:
 
 
 class User(AbstractUser):
+    # The institution whose identity provider first signed this person in: while they hold
+    # no role anywhere, only that institution's admins may add them (accounts made by hand
+    # have none, and any institution that has them in hand may add them).
+    home_institution = models.ForeignKey(
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
     def __str__(self) -> str:
         return self.get_full_name() or self.username
 

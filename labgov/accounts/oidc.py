@@ -150,6 +150,7 @@ def sign_in_identity(claims: dict) -> User | None:
     )
     if identity is None:
         user = User.objects.create(
+            home_institution=_institution(),
             username=_free_username(claims),
             email=_clean(claims.get("email"), 254),
             first_name=_clean(claims.get("given_name"), 150),

@@ -222,11 +222,13 @@ def institution_time_zone_set(*, actor, institution: Institution, time_zone: str
 
 def users_of_institution(institution: Institution):
     """The active accounts a lab or institution admin of `institution` may add: anyone who has
-    held a role in it, and new accounts that hold no role anywhere yet. People of other
-    institutions are not among them."""
+    held a role in it, and new accounts that hold no role anywhere yet, unless another
+    institution's sign-in made them (they belong to that one). People of other institutions
+    are not among them."""
     has_any = Membership.objects.filter(user_id=OuterRef("pk"))
     return User.objects.filter(is_active=True).filter(
-        Q(memberships__institution=institution) | ~Exists(has_any)
+        Q(memberships__institution=institution)
+        | (~Exists(has_any) & (Q(home_institution__isnull=True) | Q(home_institution=institution)))
     )
 
 

@@ -56,6 +56,22 @@ def test_people_of_the_institution_and_new_accounts_can_be_added(world, client_f
     assert Membership.objects.filter(user=newcomer, lab=world.lab).exists()
 
 
+def test_a_newcomer_signed_in_by_another_institution_cannot_be_added(world, client_for):
+    """The attack: a person who holds no role yet (after their first sign-in at another
+    institution's identity provider) was added by any institution's lab admin. They belong to
+    the institution of their sign-in until someone gives them a role."""
+    elsewhere = InstitutionFactory()
+    theirs = UserFactory(home_institution=elsewhere)
+    client = client_for(world.lab_admin)
+    response = _add(client, world, theirs.username)
+    assert response.status_code == 200 and UNKNOWN_PERSON in response.content.decode()
+    with pytest.raises(DomainError, match=UNKNOWN_PERSON):
+        membership_grant(actor=world.inst_admin, user=theirs, role="member", lab=world.lab)
+    assert not Membership.objects.filter(user=theirs).exists()
+    ours = UserFactory(home_institution=world.institution)
+    assert _add(client, world, ours.username).status_code == 302
+
+
 def test_an_institution_admin_cannot_appoint_someone_of_another_institution(
     world, client_for, stranger
 ):

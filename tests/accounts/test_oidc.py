@@ -179,6 +179,7 @@ def test_a_group_gives_lab_membership_and_losing_it_ends_only_that(client, sso, 
 
     sign_in(client, sso, {"sub": "u-700", "groups": ["vision-lab", "nlp-lab", "unmapped"]})
     user = signed_in_user(client)
+    assert user.home_institution == institution  # the institution of their sign-in
     active = Membership.objects.active().filter(user=user, role=Role.MEMBER)
     assert set(active.values_list("lab__slug", flat=True)) == {"vision", "nlp"}
     # An admin also gives a role by hand in the NLP lab (a lab admin role).
