@@ -1,4 +1,5 @@
 import datetime as dt
+import unicodedata
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractUser
@@ -27,6 +28,21 @@ class User(AbstractUser):
 
     def __str__(self) -> str:
         return self.get_full_name() or self.username
+
+    def clean(self):
+        """NFKC, and no look-alike of another person's username (every form and the admin
+        call this)."""
+        from django.core.exceptions import ValidationError
+
+        from labgov.accounts.usernames import look_alike_of
+
+        super().clean()
+        self.username = unicodedata.normalize("NFKC", self.username or "")
+        other = look_alike_of(self.username, exclude_pk=self.pk)
+        if other is not None:
+            raise ValidationError(
+                {"username": f"This username cannot be told apart from {other!r}; choose another."}
+            )
 
 
 class Institution(models.Model):

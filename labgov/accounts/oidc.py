@@ -15,7 +15,6 @@ What this module adds to the library, and why:
 """
 
 import logging
-import re
 
 import jwt
 import requests
@@ -33,13 +32,13 @@ from mozilla_django_oidc.views import (
 
 from labgov.accounts.access import forget_scope
 from labgov.accounts.models import ExternalIdentity, Institution, Lab, Membership, Role, User
+from labgov.accounts.usernames import ascii_username, look_alike_of
 from labgov.audit.services import audit_record
 
 log = logging.getLogger(__name__)
 
 # Clock skew allowed between labgov and the identity provider when checking exp and iat.
 LEEWAY_SECONDS = 60
-_USERNAME_UNSAFE = re.compile(r"[^\w.@+-]")
 
 
 class InstitutionOIDCBackend(OIDCAuthenticationBackend):
@@ -194,10 +193,11 @@ def _clean(value, limit: int) -> str:
 
 
 def _free_username(claims: dict) -> str:
+    """An ASCII username nobody's looks like (labgov/accounts/usernames.py)."""
     wanted = claims.get("preferred_username") or str(claims.get("email") or "").split("@")[0]
-    base = _USERNAME_UNSAFE.sub("", str(wanted))[:140] or "person"
+    base = ascii_username(str(wanted))
     candidate, n = base, 1
-    while User.objects.filter(username__iexact=candidate).exists():
+    while look_alike_of(candidate) is not None:
         n += 1
         candidate = f"{base}-{n}"
     return candidate

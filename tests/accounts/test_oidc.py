@@ -216,3 +216,32 @@ def test_the_login_page_offers_sign_in_and_says_when_it_failed(client, sso, sett
     page = client.get("/login/").content.decode()
     assert "Sign in with Uni Login" in page and "/oidc/authenticate/" in page
     assert "Sign-in through Uni Login failed" in client.get(FAILED).content.decode()
+
+
+def test_a_look_alike_username_from_sign_in_never_stands_beside_the_real_one(client, sso):
+    """The attack: a provider account named "аda" (Cyrillic а) signed in as "аda", next to
+    "ada", and read as her on every page. Sign-in makes an ASCII name nobody's looks like."""
+    UserFactory(username="ada")
+    for i, wanted in enumerate(["аda", "ADA", "ａｄａ", "Ádá"]):
+        client.logout()
+        sign_in(client, sso, {"sub": f"u-lookalike-{i}", "preferred_username": wanted})
+        user = signed_in_user(client)
+        assert user.username.isascii() and user.username.lower().startswith("ada-"), user.username
+    usernames = list(User.objects.values_list("username", flat=True))
+    assert len({name.casefold() for name in usernames}) == len(usernames)
+
+
+def test_the_admin_refuses_a_username_that_looks_like_another(db):
+    from django.core.exceptions import ValidationError
+
+    from labgov.accounts.usernames import skeleton
+
+    UserFactory(username="ada")
+    for look_alike in ("аda", "Ada", "ａｄａ", "adá", "ada_"[:3]):
+        person = User(username=look_alike)
+        with pytest.raises(ValidationError, match="cannot be told apart from 'ada'"):
+            person.clean()
+    assert skeleton("rnary") == skeleton("mary") and skeleton("bob") != skeleton("rob")
+    person = User(username="ﬁona")  # a compatibility ligature: stored as "fiona"
+    person.clean()
+    assert person.username == "fiona"
