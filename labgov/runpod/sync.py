@@ -7,6 +7,32 @@ that fails half-way leaves every slice either as it was or wholly updated, never
 What runs after a sync (commitments, alerts, and whatever else consumes synced spend) is not
 this module's business: settings.LABGOV_AFTER_SYNC lists those steps, in order, and the sync
 calls each with its finished run. The sync imports none of its consumers.
+
+The lock order. Slices are written side by side (settings.LABGOV_SYNC_WRITERS) while people
+re-assign resources, make rules and move spend; so that no two writers each wait for what the
+other holds, every transaction that writes an account's synced data takes its locks in this
+order, each held to its commit:
+
+1. The account row (labgov/runpod/locks.py), first of all: a slice takes its share (FOR KEY
+   SHARE), so slices run side by side; every other writer (the sync's inventory, rules and
+   finish steps; a re-assignment, a rule, a cost transfer, a removal, a provisioned pod's
+   attribution) takes it alone (FOR UPDATE), and so waits for the slices in flight. Such a
+   writer that also locks a resource or an allocation FOR UPDATE takes the account row first.
+2. The slice's own rows: its billing records and the account's records of its days, which no
+   other slice writes (slices never share a day). Their foreign keys share-lock the resources
+   and allocations they name, which only a lock FOR UPDATE on those rows waits for (step 1).
+3. The account row, one slice at a time (FOR NO KEY UPDATE), before anything slices share: a
+   slice takes it when it meets a resource billed but never listed, else once its records are
+   written. What the slice still writes of its own rows after it is its own.
+4. Resources: rows for those billed but never listed (after the one advisory lock, shared by
+   all accounts, under which no two connections claim the same Runpod id), and first
+   assignments by rule.
+5. The ledger: the slice's usage entries in one INSERT, whose trigger upserts the totals of
+   their funding sources and allocations in one statement sorted by owner (funding/totals.py).
+6. Rollups: the slice's days, then their months.
+
+The sync's own bookkeeping on the account row (its lock, progress, balance) is single
+statements outside these transactions.
 """
 
 import datetime as dt
@@ -31,6 +57,7 @@ from labgov.runpod import billing_store, partitions
 from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
+from labgov.runpod.locks import account_lock, account_lock_serial, account_lock_slice
 from labgov.runpod.models import RunpodAccount, SyncRun
 from labgov.runpod.types import BillingKind
 from labgov.usage.services import rollups_rebuild
@@ -284,6 +311,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
     ):
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
         with transaction.atomic():
+            account_lock(account.pk)
             counts["rules_assigned"] = len(rules_apply(account=account))
         counts["balance_read"] = _balance_read(account, client)
         seconds["inventory"] = clock() - started
@@ -327,6 +355,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
         seconds["billing_waiting_for_runpod"] = waited
     finish_started = clock()
     with transaction.atomic():
+        account_lock(account.pk)
         unattributed_refresh(account=account)
     seconds["finish"] = clock() - finish_started
     counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
@@ -352,9 +381,12 @@ def _balance_read(account, client) -> bool:
 
 
 def _slice_write(account, payload) -> tuple[int, int]:
-    """Write one slice: its records, the ledger usage and rollups of its days, together."""
+    """Write one slice: its records, the ledger usage and rollups of its days, together, in
+    the lock order of this module's docstring."""
     with transaction.atomic():
+        account_lock_slice(account.pk)
         written, days = billing_store.write_slice(account=account, payload=payload)
+        account_lock_serial(account.pk)
         entries = usage_reconcile(account=account, days=days)
         rollups_rebuild(account=account, days=days)
     return written, entries
