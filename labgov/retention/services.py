@@ -28,6 +28,7 @@ from labgov.funding.models import Allocation, FundingSource
 from labgov.retention.models import Approval, Hold, RetentionCase, RetentionPolicy, State
 from labgov.retention.policies import Resolver, parse_warning_days
 from labgov.retention.triggers import Candidate, candidates, lab_of, storage_of
+from labgov.runpod.locks import account_lock
 from labgov.runpod.models import Resource, ResourceKind
 
 # The states each action may leave.
@@ -320,6 +321,9 @@ def case_hold(
     """Hold a volume: nothing deletes it while the hold stands, not even a deletion approved
     before it. The payer pays for its storage from this hour on."""
     require_decider(actor, case)
+    # The account before the case and its resource (_lock): the hold re-attributes synced
+    # spend, whose writers all lock the account first (labgov/runpod/sync.py).
+    account_lock(case.resource.account_id)
     case = _lock(case, "hold")
     if kind not in Hold.Kind.values:
         raise DomainError("Choose thesis, legal or audit.", field="kind")
@@ -381,6 +385,7 @@ def case_move(
     """Pay for the volume from other funding from a day on, within the rules of attribution
     (never before its current assignment, never in a closed period)."""
     require_decider(actor, case)
+    account_lock(case.resource.account_id)  # first, as in case_hold
     case = _lock(case, "move")
     payer_check(case, allocation, field="allocation")
     if allocation.pk == case.resource.current_allocation_id:

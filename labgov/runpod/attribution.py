@@ -20,6 +20,7 @@ from django.utils import timezone
 from labgov.core.money import ZERO, grouped_sums
 from labgov.core.periods import UTC, hour_floor
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
+from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import (
     Assignment,
     AssignmentShare,
@@ -223,6 +224,8 @@ def rules_apply(*, account) -> list[int]:
     resources assigned."""
     from labgov.usage.periods import closed_until
 
+    # Two writers must not both give a resource its first assignment.
+    account_lock_serial(account.pk)
     unassigned = list(
         Resource.objects.filter(account=account, assignments__isnull=True).exclude(
             kind=ResourceKind.ENDPOINT
@@ -309,12 +312,13 @@ def usage_reconcile(*, account, days: Iterable[dt.date]) -> int:
     account's attributed billing records of that day, by posting the differences (the ledger
     is append-only: corrections are new entries). Returns the number of entries posted.
 
-    Runs in the caller's transaction; the account's sync lock (or the resource row lock of a
-    re-assignment) keeps two writers from posting the same difference.
+    Runs in the caller's transaction, under the account row's lock (taken here if the caller
+    has not): two writers reading the same posted usage would both post the difference.
     """
     days = sorted(set(days))
     if not days:
         return 0
+    account_lock_serial(account.pk)
     start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
     end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
     wanted_days = set(days)

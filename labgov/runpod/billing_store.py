@@ -23,6 +23,7 @@ from labgov.runpod import partitions
 from labgov.runpod.attribution import Timeline, days_between, rules_apply
 from labgov.runpod.client import BILLING_ENDPOINTS
 from labgov.runpod.errors import RunpodBadResponse
+from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import AccountBillingRecord, BillingRecord, Resource, ResourceKind
 from labgov.runpod.types import AccountBillingRecord as AccountRecord
 from labgov.runpod.types import BillingKind
@@ -107,8 +108,9 @@ def _ensure_resources(account, wanted: set[tuple[str, str]], last_bucket: dict) 
     missing = wanted - set(known)
     if not missing:
         return known
-    # Slices written side by side may meet the same unseen resource: one at a time.
-    type(account).objects.select_for_update().filter(pk=account.pk).first()
+    # Slices written side by side may meet the same unseen resource: one at a time, and from
+    # here on this slice writes what others share (the lock order, labgov/runpod/sync.py).
+    account_lock_serial(account.pk)
     from labgov.runpod.inventory import refuse_ids_owned_elsewhere
 
     refuse_ids_owned_elsewhere(account, missing)

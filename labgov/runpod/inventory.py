@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils.module_loading import import_string
 
 from labgov.core.errors import DomainError
+from labgov.runpod.locks import account_lock
 from labgov.runpod.models import GpuType as GpuTypeRow
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.redaction import redacted_env
@@ -122,6 +123,7 @@ def inventory_sync(*, account, client, now: dt.datetime) -> dict:
     gpus = client.list_gpu_types()
 
     with transaction.atomic():
+        account_lock(account.pk)  # first, as every writer of the account's data (sync.py)
         counts = _resources_upsert(account, fetched, now)
         _catalog_upsert(gpus, now)
         # Consumers of what was listed (utilization samples from `Pod.runtime`), named in

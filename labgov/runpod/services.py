@@ -21,6 +21,7 @@ from labgov.runpod.attribution import (
     unattributed_refresh,
     usage_reconcile,
 )
+from labgov.runpod.locks import account_lock
 from labgov.runpod.models import (
     DEFAULT_BASE_URL,
     Assignment,
@@ -382,6 +383,7 @@ def rule_create(
 ) -> AttributionRule:
     """A rule paying matching resources from `allocation`, from when it is made on. Only an
     institution admin may start it earlier, and never inside a period finance has closed."""
+    account_lock(account.pk)  # first: the rule re-attributes synced spend (sync.py)
     pattern = pattern.strip()
     if kind not in AttributionRule.Kind.values:
         raise DomainError(f"Unknown rule kind {kind!r}.", field="kind")
@@ -496,6 +498,9 @@ def resource_assign(
         or len({a.pk for a, _ in shares}) != len(shares)
     ):
         raise DomainError("Shares must name distinct allocations and add up to exactly 100%.")
+    # The account before the resource, as every writer of synced spend (sync.py): a slice in
+    # flight share-locks the resources its records name.
+    account_lock(resource.account_id)
     locked = Resource.objects.select_for_update().get(pk=resource.pk)
     if locked.kind == ResourceKind.ENDPOINT:
         raise DomainError("Account-wide endpoint spend has no resource to assign.")

@@ -7,10 +7,39 @@ that fails half-way leaves every slice either as it was or wholly updated, never
 What runs after a sync (commitments, alerts, and whatever else consumes synced spend) is not
 this module's business: settings.LABGOV_AFTER_SYNC lists those steps, in order, and the sync
 calls each with its finished run. The sync imports none of its consumers.
+
+The lock order. Slices are written side by side (settings.LABGOV_SYNC_WRITERS) while people
+re-assign resources, make rules and move spend; so that no two writers each wait for what the
+other holds, every transaction that writes an account's synced data takes its locks in this
+order, each held to its commit:
+
+1. The account row (labgov/runpod/locks.py), first of all: a slice takes its share (FOR KEY
+   SHARE), so slices run side by side; every other writer (the sync's inventory, rules and
+   finish steps; a re-assignment, a rule, a cost transfer, a removal, a provisioned pod's
+   attribution) takes it alone (FOR UPDATE), and so waits for the slices in flight. Such a
+   writer that also locks a resource or an allocation FOR UPDATE takes the account row first.
+2. The slice's own rows: its billing records and the account's records of its days, which no
+   other slice writes (slices never share a day). Their foreign keys share-lock the resources
+   and allocations they name, which only a lock FOR UPDATE on those rows waits for (step 1).
+3. The account row, one slice at a time (FOR NO KEY UPDATE), before anything slices share: a
+   slice takes it when it meets a resource billed but never listed, else once its records are
+   written. What the slice still writes of its own rows after it is its own.
+4. Resources: rows for those billed but never listed (after the one advisory lock, shared by
+   all accounts, under which no two connections claim the same Runpod id), and first
+   assignments by rule.
+5. The ledger: the slice's usage entries in one INSERT, whose trigger upserts the totals of
+   their funding sources and allocations in one statement sorted by owner (funding/totals.py).
+6. Rollups: the slice's days, then their months.
+
+The sync's own bookkeeping on the account row (its lock, progress, balance) is single
+statements outside these transactions. A slice that still meets a deadlock or a serialization
+failure (another application's writer, a partition made mid-slice) is rolled back and written
+again whole from its payload, up to SLICE_ATTEMPTS times; then the sync fails and says which.
 """
 
 import datetime as dt
 import logging
+import random
 import secrets
 import time
 from collections import deque
@@ -31,6 +60,7 @@ from labgov.runpod import billing_store, partitions
 from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
+from labgov.runpod.locks import account_lock, account_lock_serial, account_lock_slice
 from labgov.runpod.models import RunpodAccount, SyncRun
 from labgov.runpod.types import BillingKind
 from labgov.usage.services import rollups_rebuild
@@ -45,6 +75,19 @@ DATABASE_GONE = (
     psycopg.OperationalError,
     psycopg.InterfaceError,
 )
+# PostgreSQL ended a transaction that waited for another (SQLSTATE 40P01, 40001): the database
+# is fine, and the transaction may succeed when written again. Django wraps psycopg's error
+# (which then is its __cause__) in an OperationalError, so both are DATABASE_GONE's too.
+CONTENTION = {"40P01": "deadlock", "40001": "serialization failure"}
+CONTENTION_WHY = {
+    "deadlock": (
+        "it and another writer of this account's data (a re-assignment, a rule, a cost "
+        "transfer, another slice) each waited for rows the other held"
+    ),
+    "serialization failure": "another transaction changed rows it depended on",
+}
+# How often a slice is written whole before the sync gives up on it.
+SLICE_ATTEMPTS = 3
 
 BILLING_KINDS = (
     BillingKind.POD,
@@ -57,6 +100,36 @@ BILLING_KINDS = (
 
 class SyncBusy(Exception):
     """Another worker holds this account's sync lock."""
+
+
+class SliceContended(Exception):
+    """A slice met a deadlock or a serialization failure every time it was written."""
+
+    def __init__(self, what: str, start: dt.datetime, end: dt.datetime, attempts: int):
+        self.message = DATABASE_CONTENDED.format(
+            what=what,
+            where=f" while writing billing of {_span(start, end)}, {attempts} times in a row",
+            why=CONTENTION_WHY[what],
+        )
+        super().__init__(self.message)
+
+
+def contention(exc: BaseException | None) -> str | None:
+    """What PostgreSQL ended the transaction for ("deadlock", "serialization failure"), looking
+    through Django's wrapping of psycopg's error; None for any other error."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        what = CONTENTION.get(getattr(exc, "sqlstate", None) or "")
+        if what is not None:
+            return what
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _span(start: dt.datetime, end: dt.datetime) -> str:
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
 
 
 @dataclass(frozen=True)
@@ -182,19 +255,27 @@ def account_sync(
             phase="done",
             counts=counts,
         )
+    except SliceContended as exc:
+        log.warning("sync of account %s failed: %s", account.pk, exc.message)
+        _progress(run, status=SyncRun.Status.FAILED, finished_at=timezone.now(), error=exc.message)
     except DATABASE_GONE as exc:
-        # PostgreSQL restarted, or ended this connection: not a bug, and the next sync mends
-        # it (every slice was written whole or not at all). Record it in words on a new
-        # connection; if the database is still away, the lock expires on its own.
-        log.warning("sync of account %s lost its database connection: %s", account.pk, exc)
-        if not connection.in_atomic_block:
-            connection.close()
-        _progress(
-            run,
-            status=SyncRun.Status.FAILED,
-            finished_at=timezone.now(),
-            error=DATABASE_LOST.format(reason=str(exc).strip().splitlines()[0] if str(exc) else ""),
-        )
+        what = contention(exc)
+        if what is not None:
+            # Outside a slice (inventory, rules, the finish step), so not retried; the
+            # connection is fine.
+            log.warning("sync of account %s met a %s: %s", account.pk, what, exc)
+            error = DATABASE_CONTENDED.format(what=what, where="", why=CONTENTION_WHY[what])
+        else:
+            # PostgreSQL restarted, or ended this connection: not a bug, and the next sync
+            # mends it (every slice was written whole or not at all). Record it in words on a
+            # new connection; if the database is still away, the lock expires on its own.
+            log.warning("sync of account %s lost its database connection: %s", account.pk, exc)
+            if not connection.in_atomic_block:
+                connection.close()
+            error = DATABASE_LOST.format(
+                reason=str(exc).strip().splitlines()[0] if str(exc) else ""
+            )
+        _progress(run, status=SyncRun.Status.FAILED, finished_at=timezone.now(), error=error)
     except (RunpodError, DomainError) as exc:
         log.warning("sync of account %s failed: %s", account.pk, exc.message)
         _progress(
@@ -222,6 +303,10 @@ DATABASE_LOST = (
     "The connection to the database was lost during the sync ({reason}): PostgreSQL "
     "restarted or ended it. Every day already written is kept whole; the next sync fetches "
     "the rest."
+)
+DATABASE_CONTENDED = (
+    "The sync met a {what} in the database{where}: PostgreSQL ended its transaction because "
+    "{why}. Every day already written is kept whole; the next sync fetches the rest."
 )
 ABANDONED = (
     "The worker running this sync stopped before it finished (killed, or its machine "
@@ -267,7 +352,7 @@ def after_sync_run(run: SyncRun) -> None:
 def _sync(account, run, token, window: Window, client_factory) -> dict:
     hours = settings.LABGOV_SYNC_SLICE_HOURS
     slices = list(window.slices(hours))
-    counts = {"records": 0, "ledger_entries": 0}
+    counts = {"records": 0, "ledger_entries": 0, "slice_retries": 0}
     # Seconds spent per phase, kept with the run: where a slow sync spends its time.
     seconds: dict[str, float] = {}
     clock = time.perf_counter
@@ -284,6 +369,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
     ):
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
         with transaction.atomic():
+            account_lock(account.pk)
             counts["rules_assigned"] = len(rules_apply(account=account))
         counts["balance_read"] = _balance_read(account, client)
         seconds["inventory"] = clock() - started
@@ -296,9 +382,10 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
             return billing_store.fetch_slice(client, BILLING_KINDS, part.start, part.end, raw=raw)
 
         def collect(future) -> None:
-            written, entries = future.result()
+            written, entries, retries = future.result()
             counts["records"] += written
             counts["ledger_entries"] += entries
+            counts["slice_retries"] += retries
             if not lock_extend(account.pk, token):
                 raise RuntimeError("the sync lock was lost; another worker may have taken over")
             _progress(run, progress_done=run.progress_done + 1, counts=counts)
@@ -327,6 +414,7 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
         seconds["billing_waiting_for_runpod"] = waited
     finish_started = clock()
     with transaction.atomic():
+        account_lock(account.pk)
         unattributed_refresh(account=account)
     seconds["finish"] = clock() - finish_started
     counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
@@ -351,16 +439,41 @@ def _balance_read(account, client) -> bool:
     return True
 
 
-def _slice_write(account, payload) -> tuple[int, int]:
-    """Write one slice: its records, the ledger usage and rollups of its days, together."""
-    with transaction.atomic():
-        written, days = billing_store.write_slice(account=account, payload=payload)
-        entries = usage_reconcile(account=account, days=days)
-        rollups_rebuild(account=account, days=days)
-    return written, entries
+def _slice_write(account, payload) -> tuple[int, int, int]:
+    """Write one slice: its records, the ledger usage and rollups of its days, together, in
+    the lock order of this module's docstring. A deadlock or serialization failure rolls it
+    all back and it is written again whole; returns (records, ledger entries, retries)."""
+    attempt = 1
+    while True:
+        try:
+            with transaction.atomic():
+                account_lock_slice(account.pk)
+                written, days = billing_store.write_slice(account=account, payload=payload)
+                account_lock_serial(account.pk)
+                entries = usage_reconcile(account=account, days=days)
+                rollups_rebuild(account=account, days=days)
+            return written, entries, attempt - 1
+        except DATABASE_GONE as exc:
+            what = contention(exc)
+            if what is None:
+                raise
+            if attempt == SLICE_ATTEMPTS:
+                raise SliceContended(what, payload.start, payload.end, attempt) from exc
+            log.warning(
+                "billing of %s for account %s met a %s (attempt %d of %d); writing it again",
+                _span(payload.start, payload.end), account.pk, what, attempt, SLICE_ATTEMPTS,
+            )  # fmt: skip
+            _pause_before_retry(attempt)
+            attempt += 1
 
 
-def _slice_write_in_thread(account_id: int, payload) -> tuple[int, int]:
+def _pause_before_retry(attempt: int) -> None:
+    """A short pause, jittered: whoever the slice met finishes first, and the two do not meet
+    again in step."""
+    time.sleep(random.uniform(0.05, 0.2) * attempt)  # noqa: S311 - jitter, not a secret
+
+
+def _slice_write_in_thread(account_id: int, payload) -> tuple[int, int, int]:
     try:
         return _slice_write(RunpodAccount.objects.get(pk=account_id), payload)
     finally:

@@ -31,6 +31,7 @@ from labgov.core.errors import DomainError
 from labgov.core.money import ZERO, sum_or_zero
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
+from labgov.runpod.locks import account_lock
 from labgov.runpod.models import BillingRecord, Resource, RunpodAccount
 from labgov.transfers.models import CostTransfer
 from labgov.usage.models import Category, ClosedPeriod, DailySpend, MonthlySpend
@@ -246,6 +247,9 @@ def cost_transfer_create(
                 "moves it between labs.",
                 field="to_allocation",
             )
+    if direct:
+        # The account first: applying writes its rollups (labgov/runpod/sync.py's lock order).
+        account_lock(account.pk)
     # One transfer at a time out of an allocation: the second sees what the first took.
     Allocation.objects.select_for_update().filter(pk=from_allocation.pk).first()
     problems = _problems(
@@ -378,6 +382,7 @@ def _lock_pending(transfer: CostTransfer, actor) -> CostTransfer:
 def cost_transfer_approve(*, actor, transfer: CostTransfer, note: str = "") -> CostTransfer:
     """Apply a lab admin's proposal, as the approver, if it still holds (the month open, the
     spend still there)."""
+    account_lock(transfer.account_id)  # first (labgov/runpod/sync.py's lock order)
     locked = _lock_pending(transfer, actor)
     Allocation.objects.select_for_update().filter(pk=locked.from_allocation_id).first()
     problems = _problems(

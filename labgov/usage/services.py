@@ -8,6 +8,7 @@ from labgov.core.money import ZERO, grouped_multi_sums, split_by_shares
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation
 from labgov.runpod.attribution import split_segments
+from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import BillingRecord, ResourceKind
 from labgov.usage.models import Category, DailySpend, MonthlySpend
 
@@ -42,10 +43,14 @@ def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
 
 def rollups_rebuild(*, account, days) -> None:
     """Recompute the account's daily and monthly rollups for these UTC days from its billing
-    records. Runs in the caller's transaction (the one that wrote the records)."""
+    records. Runs in the caller's transaction (the one that wrote the records), under the
+    account row's lock (taken here if the caller has not): slices of one sync rebuild each
+    month they touch from all its days, one at a time, each seeing the others' committed days.
+    """
     days = sorted(set(days))
     if not days:
         return
+    account_lock_serial(account.pk)
     start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
     end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
     wanted = set(days)
@@ -86,9 +91,6 @@ def rollups_rebuild(*, account, days) -> None:
         ],
         batch_size=1000,
     )
-    # Slices of one sync may be written side by side, each rebuilding the months it touches
-    # from all the month's days: one at a time, each seeing the others' committed days.
-    type(account).objects.select_for_update().filter(pk=account.pk).first()
     months_rebuild(account=account, months={d.replace(day=1) for d in days})
 
 
@@ -153,7 +155,9 @@ def _owners(allocation_ids) -> dict[int, dict]:
 
 
 def months_rebuild(*, account, months: set[dt.date]) -> None:
-    """Recompute the account's monthly rollups of these months from its daily ones."""
+    """Recompute the account's monthly rollups of these months from its daily ones, under the
+    account row's lock (taken here if the caller has not)."""
+    account_lock_serial(account.pk)
     for month in sorted(months):
         following = (month + dt.timedelta(days=32)).replace(day=1)
         days = DailySpend.objects.filter(account=account, day__gte=month, day__lt=following)

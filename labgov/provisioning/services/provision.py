@@ -50,6 +50,7 @@ from labgov.runpod.errors import (
     RunpodUnavailable,
 )
 from labgov.runpod.inventory import _pod_fields, _volume_fields
+from labgov.runpod.locks import account_lock
 from labgov.runpod.models import Assignment, Resource, ResourceKind, RunpodAccount
 from labgov.runpod.services import resource_assign
 from labgov.usage.periods import closed_until
@@ -405,6 +406,9 @@ def _attribute(req: ProvisioningRequest, resource: Resource, *, since: dt.dateti
 @transaction.atomic
 def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> ProvisioningRequest:
     req = ProvisioningRequest.objects.get(pk=request_id)
+    # The account before the allocation: the pod's attribution writes synced spend, whose
+    # writers all lock the account first (labgov/runpod/sync.py).
+    account_lock(account.pk)
     lock_allocation(req.allocation_id)
     req = lock_request(request_id)
     if req.state != S.PROVISIONING:
