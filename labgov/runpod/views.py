@@ -50,11 +50,20 @@ def _field_error(form, exc: DomainError) -> None:
 @require_http_methods(["GET"])
 def account_list(request):
     scope = access.scope_for(request.user)
+    accounts = list(accounts_for_user(request.user))
+    hidden = 0
+    if not accounts:
+        # Connected, but not this person's to see (a member): say so, not "none".
+        institutions = Lab.objects.filter(pk__in=scope.admin_labs | scope.member_labs).values(
+            "institution_id"
+        )
+        hidden = RunpodAccount.objects.filter(institution_id__in=institutions).count()
     return render(
         request,
         "runpod/account_list.html",
         {
-            "accounts": accounts_for_user(request.user),
+            "accounts": accounts,
+            "hidden_accounts": hidden,
             "can_connect": bool(scope.admin_institutions),
         },
     )

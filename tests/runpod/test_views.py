@@ -299,3 +299,23 @@ def test_an_institution_admin_starts_a_rule_earlier_from_the_page(world, objects
     objects["pod"].refresh_from_db()
     assert objects["pod"].current_allocation == world.allocation
     assert objects["pod"].unattributed_usd == 0  # its bucket at T0 moved with it
+
+
+def test_a_member_is_told_accounts_are_connected_not_that_there_are_none(world, client_for):
+    """It said "No Runpod account is connected yet" to a member while two were connected."""
+    client = client_for(world.member)
+    assert (
+        "No Runpod account is connected yet"
+        in client.get(reverse("runpod:account_list")).content.decode()
+    )
+    RunpodAccountFactory(institution=world.institution)
+    RunpodAccountFactory(institution=world.institution)
+    html = client.get(reverse("runpod:account_list")).content.decode()
+    assert "No Runpod account is connected yet" not in html
+    assert "2 Runpod accounts are connected to your institution" in html
+    assert reverse("dashboard:me") in html
+    # An outsider's institution has none: nothing about Northfield's is told.
+    assert (
+        "No Runpod account is connected yet"
+        in client_for(world.outsider).get(reverse("runpod:account_list")).content.decode()
+    )
