@@ -29,6 +29,7 @@ router.register("invoice-lines", views.InvoiceLineViewSet, basename="invoice-lin
 router.register("retention-cases", views.RetentionCaseViewSet, basename="retention-case")
 
 urlpatterns = [
+    path("", views.root, name="root"),
     path("schema/", SchemaView.as_view(), name="schema"),
     # Swagger UI's stylesheet draws its icons as data: SVG images; images cannot run script,
     # so this one page also allows them. Its scripts and styles stay 'self' only.

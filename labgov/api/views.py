@@ -432,3 +432,29 @@ class ProvisioningRequestViewSet(mixins.CreateModelMixin, ReadViewSet):
 @permission_classes([AllowAny])
 def not_found(request, *args, **kwargs):
     return problem(status.HTTP_404_NOT_FOUND, NOT_FOUND, code="not_found")
+
+
+@extend_schema(exclude=True)
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def root(request):
+    """The API's front door: its resources, the schema and the docs (what each holds for you
+    depends on who you are; see the docs)."""
+    from django.urls import reverse
+
+    from labgov.api.urls import router
+
+    resources = {
+        prefix: request.build_absolute_uri(reverse(f"api:{basename}-list"))
+        for prefix, _, basename in router.registry
+    }
+    return Response(
+        {
+            "version": "v1",
+            "resources": resources,
+            "schema": request.build_absolute_uri(reverse("api:schema")),
+            "docs": request.build_absolute_uri(reverse("api:docs")),
+            "authentication": "Authorization: Bearer <token>, made on your API tokens page: "
+            + request.build_absolute_uri(reverse("api_tokens")),
+        }
+    )

@@ -139,3 +139,23 @@ def test_a_failure_inside_a_call_answers_problem_json(world, api, monkeypatch, c
     body = _problem(client.get("/api/v1/labs/"), 500)
     assert body["code"] == "server_error" and "boom" not in body["detail"]
     assert "API call failed" in caplog.text and "RuntimeError: boom" in caplog.text
+
+
+def test_the_api_root_lists_its_resources_and_links_schema_and_docs(world, api, client):
+    """/api/v1/ was a 404."""
+    for caller in (api(world.member), api(None)):
+        response = caller.get("/api/v1/")
+        assert response.status_code == 200 and response["Content-Type"] == "application/json"
+        body = response.json()
+        assert body["resources"]["labs"].endswith("/api/v1/labs/")
+        assert body["resources"]["spend/daily"].endswith("/api/v1/spend/daily/")
+        assert body["schema"].endswith("/api/v1/schema/") and body["docs"].endswith("/api/v1/docs/")
+    # Every resource it names answers (here, to a signed-in member).
+    member = api(world.member)
+    for url in member.get("/api/v1/").json()["resources"].values():
+        assert member.get(url).status_code == 200, url
+
+
+def test_the_menu_links_the_api_docs(world, client_for):
+    html = client_for(world.member).get("/").content.decode()
+    assert 'href="/api/v1/docs/"' in html
