@@ -54,7 +54,7 @@ def generate_scenario(
     seed: int = 1,
     now: dt.datetime | None = None,
 ) -> Scenario:
-    base = load_scenario("default")
+    base = _without_demo_tags(load_scenario("default"))
     rng = random.Random(seed)  # noqa: S311 - made-up accounts, not secrets
     t_now = epoch(now or base.now)
     t0 = t_now - days * DAY
@@ -83,6 +83,17 @@ def generate_scenario(
     )
     check_scenario(scenario)
     return scenario
+
+
+def _without_demo_tags(base: Scenario) -> Scenario:
+    """The default scenario's templates carry the demo institution's allocation tags
+    (`LABGOV_ALLOCATION=lga-demo-<n>`): a second account built from them would charge the
+    demo's people. A generated scenario's pods and templates carry none of them."""
+    templates = tuple(
+        dataclasses.replace(t, env={k: v for k, v in t.env.items() if k != "LABGOV_ALLOCATION"})
+        for t in base.templates
+    )
+    return dataclasses.replace(base, templates=templates)
 
 
 class _Ids:

@@ -94,3 +94,18 @@ def test_one_day_of_hourly_billing_for_500_pods_is_quick():
     assert 10_000 < count <= 12_000
     # About 20 ms on a laptop; the bound leaves room for a busy CI machine.
     assert elapsed < 0.5, f"{count} records took {elapsed * 1000:.0f} ms"
+
+
+def test_a_generated_scenario_carries_none_of_the_demos_allocation_tags():
+    """A second simulator for trying a second connection charged the demo's students: its pods
+    took the default scenario's templates, whose env tags the demo's course allocation."""
+    assert any(
+        v.startswith("lga-demo-")
+        for t in load_scenario("default").templates
+        for v in t.env.values()
+    )
+    scenario = generate_scenario(pods=300, volumes=10, endpoints=20, days=5, seed=2)
+    assert any(p.template_id for p in scenario.pods)
+    envs = [p.env for p in scenario.pods] + [e.env for e in scenario.endpoints]
+    envs += [t.env for t in scenario.templates]
+    assert not [env for env in envs if str(env.get("LABGOV_ALLOCATION", "")).startswith("lga-")]
