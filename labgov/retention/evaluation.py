@@ -140,7 +140,7 @@ def warn(case: RetentionCase, steps, today: dt.date, result: Result) -> None:
             locked,
             kind="retention.warning",
             subject=f"Retention: the {services.case_label(locked)} is due {when}",
-            body=f"The {services.case_label(locked)} ({locked.get_reason_display().lower()}: "
+            body=f"The {services.case_label(locked)} ({locked.reason_text.lower()}: "
             f"{locked.reason_detail}) is due on {locked.due_date:%Y-%m-%d}. Keep it, hold it, "
             "move it to other funding, or have its deletion approved. Nothing is deleted "
             "without an approval.",

@@ -168,6 +168,17 @@ class RetentionCase(models.Model):
         return f"Retention case #{self.pk} ({self.resource_id})"
 
     @property
+    def reason_text(self) -> str:
+        """The reason as it stands today: a grant that has not ended yet "ends"."""
+        if (
+            self.reason == Reason.FUNDING_ENDED
+            and self.funding_source_id is not None
+            and self.funding_source.end_date >= timezone.now().date()
+        ):
+            return "Funding ends"
+        return self.get_reason_display()
+
+    @property
     def is_closed(self) -> bool:
         return self.state in CLOSED_STATES
 

@@ -14,16 +14,16 @@ from labgov.retention.triggers import candidates
 def cases_for(user):
     return (
         RetentionCase.objects.filter(access.retention_cases_q(user))
-        .select_related("resource", "lab", "owner", "payer__funding_source", "payer__user")
+        .select_related(
+            "resource", "lab", "owner", "payer__funding_source", "payer__user", "funding_source"
+        )
         .order_by("due_date", "id")
     )
 
 
 def case_for_user(user, pk: int) -> RetentionCase:
     return access.get_or_404(
-        cases_for(user).select_related(
-            "resource__account", "deletion_requested_by", "moved_to", "funding_source"
-        ),
+        cases_for(user).select_related("resource__account", "deletion_requested_by", "moved_to"),
         pk=pk,
     )
 

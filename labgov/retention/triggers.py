@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Q
+from django.utils import timezone
 
 from labgov.accounts.models import LAB_ROLES, Membership
 from labgov.retention.models import Reason
@@ -42,9 +43,17 @@ class Candidate:
     owner_id: int | None
     payer_id: int | None
     funding_source_id: int | None
+    funding_ends_on: dt.date | None = None
 
     @property
     def reason_label(self) -> str:
+        """The reason as it stands today: a grant that has not ended yet "ends"."""
+        if (
+            self.reason == Reason.FUNDING_ENDED
+            and self.funding_ends_on is not None
+            and self.funding_ends_on >= timezone.now().date()
+        ):
+            return "Funding ends"
         return Reason(self.reason).label
 
     @property
@@ -171,6 +180,7 @@ def candidates(
                 owner_id=allocation.user_id if allocation else None,
                 payer_id=allocation.pk if allocation else None,
                 funding_source_id=allocation.funding_source_id if allocation else None,
+                funding_ends_on=allocation.funding_source.end_date if allocation else None,
             )
         )
     return found

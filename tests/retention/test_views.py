@@ -235,3 +235,19 @@ def test_list_and_detail_query_counts_are_pinned(world, client_for, account, end
         last = add()
     large = count(reverse("retention:list")), count(reverse("retention:detail", args=[last.pk]))
     assert large == small
+
+
+def test_a_grant_that_has_not_ended_says_it_ends(world, client_for, case, ending_grant):
+    """The list and the case said "Funding ended" twenty days before the grant's end."""
+    source, _ = ending_grant
+    client = client_for(world.lab_admin)
+    pages = [reverse("retention:list"), reverse("retention:detail", args=[case.pk])]
+    for url in pages:
+        html = client.get(url).content.decode()
+        assert "Funding ends" in html and "Funding ended" not in html, url
+    # Once its end date has passed, it has ended.
+    type(source).objects.filter(pk=source.pk).update(
+        end_date=timezone.now().date() - dt.timedelta(days=1)
+    )
+    for url in pages:
+        assert "Funding ended" in client.get(url).content.decode(), url
