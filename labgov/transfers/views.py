@@ -12,6 +12,7 @@ from labgov.accounts.models import Lab
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation
+from labgov.runpod.attribution import BEGINNING
 from labgov.runpod.models import Resource, RunpodAccount
 from labgov.runpod.selectors import allocations_assignable_by, resources_for_user
 from labgov.transfers.forms import DecisionForm, SplitForm, TransferForm
@@ -189,5 +190,12 @@ def resource_funding(request, pk: int):
     return render(
         request,
         "transfers/resource_funding.html",
-        {"resource": resource, "history": assignment_history(resource), "form": form},
+        {
+            "resource": resource,
+            "history": assignment_history(resource),
+            "form": form,
+            # An assignment from the beginning of time (the first one, made before labgov held
+            # any record of the resource) is shown as such, not as 1970-01-01.
+            "beginning": BEGINNING,
+        },
     )

@@ -139,3 +139,23 @@ def test_dashboards_show_the_move_on_both_sides(world, spent, client_for):
         assert "Cost transfers" in page and amount in page
     page = client.get(reverse("dashboard:lab", args=[world.other_lab.pk]), params)
     assert "Cost transfers" in page.content.decode()
+
+
+def test_the_timeline_of_a_resource_assigned_from_the_beginning_does_not_say_1970(
+    world, client_for
+):
+    from labgov.runpod.attribution import BEGINNING
+    from labgov.runpod.models import Assignment
+    from tests.factories import ResourceFactory, RunpodAccountFactory
+
+    pod = ResourceFactory(account=RunpodAccountFactory(institution=world.institution))
+    Assignment.objects.create(
+        resource=pod, allocation=world.allocation, starts_at=BEGINNING, source="rule"
+    )
+    html = (
+        client_for(world.lab_admin)
+        .get(reverse("transfers:resource_funding", args=[pod.pk]))
+        .content.decode()
+    )
+    assert "1970" not in html
+    assert "since labgov&#x27;s first record" in html or "since labgov's first record" in html
