@@ -52,10 +52,17 @@ def case_detail(request, pk: int):
         request.user, institution_id=case.institution_id, lab_id=case.lab_id
     )
     allocations = selectors.payer_choices(case) if decider else None
+    allowed = {a for a, states in services.ALLOWED.items() if case.state in states}
+    # The person who asked for a deletion never approves it (the service refuses): not
+    # offered to them, and the page says who must.
+    own_request = case.deletion_requested_by_id == request.user.pk
+    if own_request:
+        allowed.discard("approve")
     context = {
         "case": case,
         "decider": decider,
-        "allowed": {a for a, states in services.ALLOWED.items() if case.state in states},
+        "allowed": allowed,
+        "own_request": own_request,
         **selectors.case_context(case),
     }
     if decider:

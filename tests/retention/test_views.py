@@ -251,3 +251,30 @@ def test_a_grant_that_has_not_ended_says_it_ends(world, client_for, case, ending
     )
     for url in pages:
         assert "Funding ended" in client.get(url).content.decode(), url
+
+
+def test_the_requester_is_not_offered_approval_and_the_dialog_names_the_resource(
+    world, client_for, case, second_admin, account, ending_grant
+):
+    """A lab admin saw "Approve deletion" on their own request (refused when pressed), and the
+    dialog said "volume" for a pod."""
+    client = client_for(world.lab_admin)
+    client.post(reverse("retention:action", args=[case.pk, "request"]), {"note": "copied"})
+    mine = client.get(reverse("retention:detail", args=[case.pk])).content.decode()
+    assert "Approve deletion" not in mine
+    assert "You asked for this deletion: another lab admin" in mine
+    theirs = client_for(second_admin).get(reverse("retention:detail", args=[case.pk]))
+    html = theirs.content.decode()
+    assert "Approve deletion" in html and "this network volume on Runpod" in html
+
+    _, allocation = ending_grant
+    pod = make_pod(account, allocation, name="stopped-pod", status="EXITED", volume_disk_gb=50)
+    pod_case = open_case(pod)
+    client = client_for(world.lab_admin)
+    answer = client.post(
+        reverse("retention:action", args=[pod_case.pk, "request"]), {"note": "done"}, follow=True
+    )
+    pod_case.refresh_from_db()
+    assert pod_case.state == State.DELETION_REQUESTED, answer.content.decode()
+    html = client_for(second_admin).get(reverse("retention:detail", args=[pod_case.pk]))
+    assert "this pod and its volume disk on Runpod" in html.content.decode()
