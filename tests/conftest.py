@@ -15,7 +15,12 @@ from tests.factories import (
     UserFactory,
 )
 
-pytest_plugins = ["tests.fixtures_sim", "tests.fixtures_browser", "tests.fixtures_worker"]
+pytest_plugins = [
+    "tests.fixtures_sim",
+    "tests.fixtures_browser",
+    "tests.fixtures_worker",
+    "tests.fixtures_static",
+]
 
 REQUIRE_SERVICES = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
 
