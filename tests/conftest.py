@@ -100,10 +100,38 @@ def _empty_cache():
     cache.clear()
 
 
+def _transactional(item) -> bool:
+    """Whether pytest-django runs the test as a TransactionTestCase (flushing the database at
+    its end): the same rules as its _django_db_helper."""
+    marker = item.get_closest_marker("django_db")
+    kwargs = marker.kwargs if marker else {}
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(
+        kwargs.get("transaction")
+        or kwargs.get("reset_sequences")
+        or names & {"transactional_db", "live_server", "django_db_reset_sequences"}
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A transactional test's flush empties the database: build the standing world again at
+    once, committed, so the tests after it find it as django_db_setup left it (built inside
+    each of their rolled-back transactions instead, it would be built again for every one,
+    and its writes' after-commit callbacks would be pending in the test's transaction)."""
+    yield
+    if _WORLD_IDS and _transactional(item):
+        from pytest_django.plugin import blocking_manager_key
+
+        with item.config.stash[blocking_manager_key].unblock():
+            if not Institution.objects.filter(pk=_WORLD_IDS["institution"]).exists():
+                _remember(_build_world())
+
+
 @pytest.fixture
 def world(db) -> World:
-    """The standing world, loaded fresh for each test (rebuilt when a transactional test
-    emptied the database)."""
+    """The standing world, loaded fresh for each test (built again, inside the test, if
+    something other than a transactional test's flush removed it)."""
     if not _WORLD_IDS or not Institution.objects.filter(pk=_WORLD_IDS["institution"]).exists():
         built = _build_world()
         _remember(built)
