@@ -200,3 +200,30 @@ def pytest_sessionfinish(session, exitstatus):
     passed = len(reporter.stats.get("passed", []))
     if passed == 0 and exitstatus == 0:
         session.exitstatus = 1
+
+
+# Tests taking seconds each, longest first (measured with --durations), then the rest of the
+# browser, Celery worker and deploy tests. They run first: with xdist's work stealing
+# (scripts/test: --dist worksteal) the other workers take the short tests meanwhile, and the
+# run ends on short tests instead of waiting on a long one that happened to start last.
+SLOW_FIRST = (
+    "tests/core/test_a11y_browser.py",
+    "tests/deploy/test_deploy_smoke.py",
+    "tests/test_fuzz.py",
+    "tests/core/test_static_manifest.py",
+    "tests/api/test_conformance.py",
+)
+SLOW_MARKERS = ("browser", "celery_worker", "deploy")
+
+
+def _slowness_rank(item) -> int:
+    for rank, prefix in enumerate(SLOW_FIRST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+        return len(SLOW_FIRST)
+    return len(SLOW_FIRST) + 1
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=_slowness_rank)  # stable: the order within each rank is kept
