@@ -14,7 +14,8 @@ own in the Redis database of LABGOV_SMOKE_REDIS_URL (else LABGOV_TEST_REDIS_URL,
 redis://127.0.0.1:6379/0), deleted at the end; that Redis database is also the shared cache
 (LABGOV_CACHE_URL, as env.example sets it: sessions and the dashboard page cache). Every
 port is picked free at random, so runs beside each other and beside the test suite do not
-collide.
+collide. With LABGOV_SMOKE_COLLECTED_STATIC naming what collect_static() made (the web unit's
+collectstatic, run once for the whole test suite), a copy of it stands for that step.
 
 Through nginx it checks the health endpoint, a login, static files and their cache headers,
 the HTTPS-only cookie policy behind the proxy (Secure cookies and HSTS when nginx says the
@@ -282,6 +283,54 @@ class Stack:
         return problems
 
 
+def production_env(var_dir: Path) -> dict[str, str]:
+    """The environment every unit of the stack gets: DEBUG=0, fresh secrets, and var_dir for
+    /var/lib/labgov (static files in var_dir/static)."""
+    from cryptography.fernet import Fernet
+
+    return {
+        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(var_dir),
+        "LANG": "C.UTF-8",
+        "DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "LABGOV_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "STATIC_ROOT": str(var_dir / "static"),
+        "LABGOV_VAR_DIR": str(var_dir),
+    }
+
+
+def collectstatic_command(var_dir: Path) -> list[str]:
+    """The web unit's collectstatic ExecStartPre, for this checkout."""
+    found = [c for c in unit_commands("labgov-web")["ExecStartPre"] if "collectstatic" in c]
+    if len(found) != 1:
+        raise SmokeFailure(f"the web unit should run collectstatic once, not {len(found)} times")
+    return localized(found[0], var_dir)
+
+
+def collect_static(var_dir: Path) -> Path:
+    """Run the web unit's collectstatic as the stack runs it (DEBUG=0: the compressed manifest
+    storage) into var_dir/static and return that directory. The test suite runs it once for
+    the whole run and hands the result to this script (LABGOV_SMOKE_COLLECTED_STATIC) and to
+    the manifest test: it is the slowest step of the stack's start (every file hashed, then
+    compressed twice)."""
+    var_dir.mkdir(parents=True, exist_ok=True)
+    env = {**production_env(var_dir), "DATABASE_URL": "sqlite://:memory:"}
+    done = subprocess.run(
+        collectstatic_command(var_dir),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise SmokeFailure(f"collectstatic failed:\n{done.stderr[-3000:]}")
+    return var_dir / "static"
+
+
 # --- the run -----------------------------------------------------------------------------
 
 
@@ -331,22 +380,17 @@ def main() -> int:
     suffix = secrets.token_hex(4)
     database = f"{urlparse(server_url).path.lstrip('/') or 'labgov'}_smoke_{suffix}"[:63]
     queue = f"labgov-smoke-{suffix}"
+    collected = os.environ.get("LABGOV_SMOKE_COLLECTED_STATIC")
+    if collected and not (Path(collected) / "staticfiles.json").is_file():
+        raise SmokeFailure(f"LABGOV_SMOKE_COLLECTED_STATIC={collected} has no staticfiles.json")
     nginx = nginx_binary()
     tmp = Path(tempfile.mkdtemp(prefix="labgov-smoke-"))
     tmp.chmod(0o755)  # nginx's workers (www-data) read the static files
     ports = {name: free_port() for name in ("gunicorn", "http", "https", "simulator")}
     password = secrets.token_urlsafe(16)
     metrics_token = secrets.token_urlsafe(24)
-    from cryptography.fernet import Fernet
-
     env = {
-        "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "HOME": str(tmp),
-        "LANG": "C.UTF-8",
-        "DEBUG": "0",
-        "SECRET_KEY": secrets.token_urlsafe(50),
-        "LABGOV_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
-        "ALLOWED_HOSTS": "127.0.0.1",
+        **production_env(tmp),
         "CSRF_TRUSTED_ORIGINS": f"https://127.0.0.1:{ports['https']}",
         "DATABASE_URL": _with_database(server_url, database),
         "CELERY_BROKER_URL": redis_url,
@@ -354,8 +398,6 @@ def main() -> int:
         # As env.example ships it: sessions and dashboard pages in the shared cache, which the
         # worker's writes must retire (checked below).
         "LABGOV_CACHE_URL": redis_url,
-        "STATIC_ROOT": str(tmp / "static"),
-        "LABGOV_VAR_DIR": str(tmp),
         "GUNICORN_BIND": f"127.0.0.1:{ports['gunicorn']}",
         "GUNICORN_WORKERS": "2",
         "LABGOV_RUNPOD_HOSTS": "127.0.0.1",
@@ -386,12 +428,16 @@ def main() -> int:
             ],
         )
         web = unit_commands("labgov-web")
+        pre = [localized(command, tmp) for command in web["ExecStartPre"]]
+        if collected:
+            # The caller ran the web unit's collectstatic already (collect_static): a copy
+            # of its output stands for that step.
+            pre.remove(collectstatic_command(tmp))
+            shutil.copytree(collected, tmp / "static")
+            log(f"collectstatic: the web unit's command ran before this script, into {collected}")
         # The web unit's ExecStartPre steps (migrate, collectstatic) need nothing of each
         # other, so they run side by side here (systemd runs them one after the other).
-        stack.run(
-            "the web unit's ExecStartPre (migrate, collectstatic)",
-            *(localized(command, tmp) for command in web["ExecStartPre"]),
-        )
+        stack.run("the web unit's ExecStartPre (" + ", ".join(argv[2] for argv in pre) + ")", *pre)
         stack.start("gunicorn", localized(web["ExecStart"][0], tmp))
 
         def start_jobs() -> None:

@@ -2,6 +2,7 @@ import os
 from dataclasses import dataclass
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from labgov.accounts.models import Institution, Lab, Role, User
@@ -15,7 +16,12 @@ from tests.factories import (
     UserFactory,
 )
 
-pytest_plugins = ["tests.fixtures_sim", "tests.fixtures_browser", "tests.fixtures_worker"]
+pytest_plugins = [
+    "tests.fixtures_sim",
+    "tests.fixtures_browser",
+    "tests.fixtures_worker",
+    "tests.fixtures_static",
+]
 
 REQUIRE_SERVICES = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
 
@@ -116,10 +122,38 @@ def _empty_cache():
         cache.clear()
 
 
+def _transactional(item) -> bool:
+    """Whether pytest-django runs the test as a TransactionTestCase (flushing the database at
+    its end): the same rules as its _django_db_helper."""
+    marker = item.get_closest_marker("django_db")
+    kwargs = marker.kwargs if marker else {}
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(
+        kwargs.get("transaction")
+        or kwargs.get("reset_sequences")
+        or names & {"transactional_db", "live_server", "django_db_reset_sequences"}
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A transactional test's flush empties the database: build the standing world again at
+    once, committed, so the tests after it find it as django_db_setup left it (built inside
+    each of their rolled-back transactions instead, it would be built again for every one,
+    and its writes' after-commit callbacks would be pending in the test's transaction)."""
+    yield
+    if _WORLD_IDS and _transactional(item):
+        from pytest_django.plugin import blocking_manager_key
+
+        with item.config.stash[blocking_manager_key].unblock():
+            if not Institution.objects.filter(pk=_WORLD_IDS["institution"]).exists():
+                _remember(_build_world())
+
+
 @pytest.fixture
 def world(db) -> World:
-    """The standing world, loaded fresh for each test (rebuilt when a transactional test
-    emptied the database)."""
+    """The standing world, loaded fresh for each test (built again, inside the test, if
+    something other than a transactional test's flush removed it)."""
     if not _WORLD_IDS or not Institution.objects.filter(pk=_WORLD_IDS["institution"]).exists():
         built = _build_world()
         _remember(built)
@@ -156,7 +190,11 @@ def client_for(client):
     """Log the test client in as a user (or out, with None)."""
 
     def login(user):
-        client.logout()
+        # Log out only a client holding a session: logging out a fresh one writes a session
+        # just to delete it (eight queries, a tenth of a short permission test).
+        session = client.cookies.get(settings.SESSION_COOKIE_NAME)
+        if session is not None and session.value:
+            client.logout()
         if user is not None:
             client.force_login(user)
         return client
@@ -183,3 +221,30 @@ def pytest_sessionfinish(session, exitstatus):
     passed = len(reporter.stats.get("passed", []))
     if passed == 0 and exitstatus == 0:
         session.exitstatus = 1
+
+
+# Tests taking seconds each, longest first (measured with --durations), then the rest of the
+# browser, Celery worker and deploy tests. They run first: with xdist's work stealing
+# (scripts/test: --dist worksteal) the other workers take the short tests meanwhile, and the
+# run ends on short tests instead of waiting on a long one that happened to start last.
+SLOW_FIRST = (
+    "tests/core/test_a11y_browser.py",
+    "tests/deploy/test_deploy_smoke.py",
+    "tests/test_fuzz.py",
+    "tests/core/test_static_manifest.py",
+    "tests/api/test_conformance.py",
+)
+SLOW_MARKERS = ("browser", "celery_worker", "deploy")
+
+
+def _slowness_rank(item) -> int:
+    for rank, prefix in enumerate(SLOW_FIRST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+        return len(SLOW_FIRST)
+    return len(SLOW_FIRST) + 1
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=_slowness_rank)  # stable: the order within each rank is kept

@@ -16,15 +16,21 @@ REQUIRE = os.environ.get("LABGOV_REQUIRE_SERVICES") == "1"
 
 
 @pytest.mark.deploy
-def test_the_production_stack_starts_answers_through_nginx_and_stops(db):
+def test_the_production_stack_starts_answers_through_nginx_and_stops(db, request):
     redis_url = os.environ.get("LABGOV_TEST_REDIS_URL")
     if connection.vendor != "postgresql" or not redis_url:
         if REQUIRE:
             pytest.fail("LABGOV_REQUIRE_SERVICES=1 but PostgreSQL or Redis is not configured")
         pytest.skip("needs PostgreSQL and Redis (make test sets them up when they answer)")
     # The script creates and drops a database of its own next to the test database, and uses
-    # a queue of its own in the test run's Redis database.
-    env = {**os.environ, "LABGOV_SMOKE_REDIS_URL": redis_url}
+    # a queue of its own in the test run's Redis database. The web unit's collectstatic ran
+    # once for the whole test run (tests/fixtures_static.py); the script copies its output.
+    static = request.getfixturevalue("production_static")
+    env = {
+        **os.environ,
+        "LABGOV_SMOKE_REDIS_URL": redis_url,
+        "LABGOV_SMOKE_COLLECTED_STATIC": str(static),
+    }
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "deploy" / "smoke.py")],
         cwd=ROOT,
