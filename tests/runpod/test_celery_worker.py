@@ -31,10 +31,19 @@ def redis_worker():
     app.config_from_object("django.conf:settings", namespace="CELERY")
     app.conf.update(broker_url=REDIS_URL, task_always_eager=False, result_backend=None)
     queue = f"labgov-test-{uuid.uuid4().hex}"
-    with start_worker(
-        app, pool="solo", perform_ping_check=False, shutdown_timeout=20, queues=[queue]
-    ):
-        yield app, queue
+    try:
+        with start_worker(
+            app, pool="solo", perform_ping_check=False, shutdown_timeout=20, queues=[queue]
+        ):
+            yield app, queue
+    finally:
+        # start_worker makes its app the current and default one for the whole process and
+        # leaves it so: every later test's shared task (.delay) would go to this app's Redis
+        # queue instead of running in-process (a sync's alert evaluation never ran).
+        from labgov.celery import app as labgov_app
+
+        labgov_app.set_current()
+        labgov_app.set_default()
 
 
 @pytest.mark.celery_worker
@@ -68,3 +77,18 @@ def test_sync_task_runs_in_a_real_worker(sim, world, redis_worker):
     assert run.status == SyncRun.Status.SUCCEEDED, run.error
     assert run.trigger == SyncRun.Trigger.MANUAL
     assert run.counts["records"] > 0
+
+
+@pytest.mark.celery_worker
+def test_after_a_real_worker_the_shared_tasks_run_on_labgovs_app_again():
+    """start_worker left its app current: every later test's .delay went to its Redis queue."""
+    from celery import current_app
+
+    from labgov.celery import app as labgov_app
+
+    fixture = redis_worker.__wrapped__()  # the fixture's generator, driven by hand
+    app, _ = next(fixture)
+    assert current_app.main == app.main  # what start_worker does
+    with pytest.raises(StopIteration):
+        next(fixture)
+    assert current_app.main == labgov_app.main
