@@ -142,7 +142,8 @@ def pytest_runtest_teardown(item, nextitem):
     each of their rolled-back transactions instead, it would be built again for every one,
     and its writes' after-commit callbacks would be pending in the test's transaction)."""
     yield
-    if _WORLD_IDS and _transactional(item):
+    # After the last test the session's teardown has destroyed the test database already.
+    if nextitem is not None and _WORLD_IDS and _transactional(item):
         from pytest_django.plugin import blocking_manager_key
 
         with item.config.stash[blocking_manager_key].unblock():
