@@ -29,6 +29,10 @@ def test_collectstatic_with_the_production_storage_then_pages_answer(
         "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
     }
     manifest = (production_static / "staticfiles.json").read_text()
+    # Compressed for browsers, except source maps (only developer tools fetch them).
+    assert list(production_static.rglob("*.js.br")) and list(production_static.rglob("*.css.gz"))
+    assert list(production_static.rglob("*.map"))
+    assert not list(production_static.rglob("*.map.br")) + list(production_static.rglob("*.map.gz"))
     assert "vendor/chart-4.6.1.umd.min.js" in manifest
     assert client.get(reverse("healthz")).status_code == 200
     login = client.get(reverse("login"))
