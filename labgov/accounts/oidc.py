@@ -32,7 +32,7 @@ from mozilla_django_oidc.views import (
 
 from labgov.accounts.access import forget_scope
 from labgov.accounts.models import ExternalIdentity, Institution, Lab, Membership, Role, User
-from labgov.accounts.usernames import ascii_username, look_alike_of
+from labgov.accounts.usernames import ascii_username, free_username
 from labgov.audit.services import audit_record
 
 log = logging.getLogger(__name__)
@@ -195,12 +195,7 @@ def _clean(value, limit: int) -> str:
 def _free_username(claims: dict) -> str:
     """An ASCII username nobody's looks like (labgov/accounts/usernames.py)."""
     wanted = claims.get("preferred_username") or str(claims.get("email") or "").split("@")[0]
-    base = ascii_username(str(wanted))
-    candidate, n = base, 1
-    while look_alike_of(candidate) is not None:
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
+    return free_username(ascii_username(str(wanted)))
 
 
 def _institution() -> Institution | None:

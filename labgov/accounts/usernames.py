@@ -50,13 +50,27 @@ def skeleton(username: str) -> str:
     return text.replace("_", "-")
 
 
-def look_alike_of(username: str, *, exclude_pk=None) -> str | None:
-    """Another person's username that looks like this one, if any."""
+def _usernames(exclude_pk=None):
     from labgov.accounts.models import User
 
+    return User.objects.exclude(pk=exclude_pk).values_list("username", flat=True).iterator()
+
+
+def look_alike_of(username: str, *, exclude_pk=None) -> str | None:
+    """Another person's username that looks like this one, if any (one pass over them)."""
     wanted = skeleton(username)
-    others = User.objects.exclude(pk=exclude_pk).values_list("username", flat=True)
-    return next((name for name in others.iterator() if skeleton(name) == wanted), None)
+    return next((name for name in _usernames(exclude_pk) if skeleton(name) == wanted), None)
+
+
+def free_username(base: str) -> str:
+    """`base`, or `base-2`, `base-3`, … : the first that looks like nobody's (one pass over
+    the usernames, however many numbers it tries)."""
+    taken = {skeleton(name) for name in _usernames()}
+    candidate, n = base, 1
+    while skeleton(candidate) in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
 
 
 def ascii_username(wanted: str, fallback: str = "person") -> str:

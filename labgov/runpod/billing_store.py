@@ -315,7 +315,7 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
                     "or ending before they start."
                 )
     except psycopg.errors.CheckViolation as exc:
-        if str(exc).startswith("no partition of relation"):
+        if partitions.is_missing_partition(exc):
             raise _MonthMissing from exc
         raise RunpodBadResponse(
             f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
