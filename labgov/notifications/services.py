@@ -22,6 +22,7 @@ from labgov.core.crypto import SecretUnreadable, decrypt, encrypt
 from labgov.core.errors import DomainError
 from labgov.core.queue import task_enqueue_on_commit
 from labgov.core.snapshots import snapshot
+from labgov.core.tls import default_context
 from labgov.notifications.kinds import (
     SEVERITY_RANK,
     Severity,
@@ -550,7 +551,7 @@ def _webhook_enqueue(
 
 
 def _tls_context() -> ssl.SSLContext | bool:
-    return True  # httpx's default: certifi's roots (tests trust their own CA here)
+    return default_context()  # httpx's default trust, made once (tests trust their own CA here)
 
 
 def _post(webhook: LabWebhook, payload: dict) -> httpx.Response:

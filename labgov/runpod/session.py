@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from django.views.decorators.debug import sensitive_variables
 
+from labgov.core.tls import default_context
 from labgov.runpod.errors import (
     RunpodAuthError,
     RunpodBadResponse,
@@ -118,6 +119,7 @@ class Session:
             headers=headers,
             timeout=self._timeout,
             transport=transport,
+            verify=default_context(),
             follow_redirects=False,  # a redirect means a wrong base URL; never resend the key
         )
 
