@@ -153,3 +153,101 @@ def period_bridge(
     exact = sum((exact for _, exact in sums.values()), ZERO)
     bridge.invoices = BridgeLine("invoices_total", "The month's invoices", total, exact)
     return bridge
+
+
+# A lab's month ------------------------------------------------------------------------------
+
+
+@dataclass
+class LabMonth:
+    """What a lab's invoices of one month say, beside the spend its dashboard shows for the
+    month, and why the two differ when they do: each reason its own amount, in cents, adding
+    up to the difference exactly."""
+
+    month: dt.date
+    invoices: int
+    drafts: int
+    direct_usd: Decimal  # everything the invoices charge but F&A
+    indirect_usd: Decimal  # F&A, on top of Runpod's bill
+    page_spend_usd: Decimal  # the dashboard's spend of the month, exact
+    reasons: list[BridgeLine] = field(default_factory=list)
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.direct_usd + self.indirect_usd
+
+    @property
+    def difference_usd(self) -> Decimal:
+        """The invoices' direct charges less the page's spend, in cents."""
+        return self.direct_usd - to_cents(self.page_spend_usd)
+
+    @property
+    def difference_size_usd(self) -> Decimal:
+        return abs(self.difference_usd)
+
+    @property
+    def agrees(self) -> bool:
+        return self.difference_usd == 0
+
+
+def lab_month(user, lab, month: dt.date, *, page_spend_usd: Decimal) -> LabMonth:
+    """The lab's live invoices of `month` the person sees, against `page_spend_usd` (the
+    lab's attributed spend on the month's UTC days, cost transfers included)."""
+    invoices = (
+        Invoice.objects.visible_to(user)
+        .filter(lab=lab, month=month)
+        .exclude(status=Invoice.Status.VOID)
+    )
+    counts = list(invoices.values_list("status", flat=True))
+    sums = {
+        key[0]: values
+        for key, values in grouped_multi_sums(
+            InvoiceLine.objects.filter(invoice__in=invoices),
+            ["kind"],
+            ["amount_usd", "exact_amount_usd"],
+        ).items()
+    }
+
+    def cents(*kinds) -> Decimal:
+        return sum((sums.get(k, (ZERO, ZERO))[0] for k in kinds), ZERO)
+
+    def exact(*kinds) -> Decimal:
+        return sum((sums.get(k, (ZERO, ZERO))[1] for k in kinds), ZERO)
+
+    spend = (Kind.USAGE, Kind.TRANSFER)
+    result = LabMonth(
+        month=month,
+        invoices=len(counts),
+        drafts=counts.count(Invoice.Status.DRAFT),
+        direct_usd=cents(*spend, Kind.LATE_USAGE, Kind.CREDIT, Kind.MANUAL),
+        indirect_usd=cents(Kind.INDIRECT),
+        page_spend_usd=page_spend_usd,
+    )
+    if result.agrees:
+        return result
+    reasons = [
+        _line(
+            "late_usage",
+            "Corrections of earlier months on these invoices",
+            exact(Kind.LATE_USAGE),
+        ),
+        _line("credits", "Credits and adjustments (not spend)", exact(Kind.CREDIT, Kind.MANUAL)),
+        _line(
+            "not_invoiced",
+            "Spend of the month on no invoice of the lab yet",
+            exact(*spend) - page_spend_usd,
+            "drafts not generated, or generated before this spend was synced or attributed"
+            + (
+                f"; or the month's edges: invoices follow the {lab.institution.time_zone} "
+                "calendar, this page UTC days"
+                if lab.institution.time_zone not in ("", "UTC")
+                else ""
+            ),
+        ),
+    ]
+    reasons = [r for r in reasons if r.amount_usd]
+    rounding = result.difference_usd - sum((r.amount_usd for r in reasons), ZERO)
+    if rounding:
+        reasons.append(BridgeLine("rounding", "Invoice lines rounded to cents", rounding, ZERO))
+    result.reasons = reasons
+    return result
