@@ -2,10 +2,10 @@
 unattributed) against Runpod's own account total (`/v2/billing`), per category and per day
 of the institution's calendar.
 
-A day counts as *matched* when labgov holds it (it lies wholly inside a successful sync's
-window) and its two totals agree to the cent. A period is reconciled when every day that has
-ended is matched and the period's totals agree to the cent; an invoice line is reconciled
-when every day from its first to its last record is matched.
+A day counts as *matched* when labgov holds it (every hour of it lies inside successful
+syncs' windows taken together) and its two totals agree to the cent. A period is reconciled
+when every day that has ended is matched and the period's totals agree to the cent; an
+invoice line is reconciled when every day from its first to its last record is matched.
 """
 
 import datetime as dt
