@@ -166,3 +166,28 @@ def journal_rows(
             " ".join(entry.labels),
             status,
         ]
+
+
+def bridge_journal_rows(bridge, *, journal_id: str) -> Iterator[list]:
+    """The bridge (labgov.invoicing.bridge) after the journal's postings, as rows that post
+    nothing: no cost center nor GL account, `status` "not posted (bridge runpod/unattributed)"
+    (the side, then the line's key), the line numbered
+    B1, B2, …, the amount in debit (or credit, when negative) in cents, and its exact figure in
+    `invoices`. Runpod's side adds up to its total row, the invoices' side to theirs."""
+    last_day = month_last_day(bridge.month).isoformat()
+    for number, (side, line) in enumerate(bridge.lines, start=1):
+        label = "Runpod's bill" if side == "runpod" else "The invoices"
+        note = f" ({line.note})" if line.note else ""
+        yield [
+            journal_id,
+            f"B{number}",
+            last_day,
+            f"{bridge.month:%Y-%m}",
+            "",
+            "",
+            line.amount_usd if line.amount_usd >= 0 else Decimal("0.00"),
+            -line.amount_usd if line.amount_usd < 0 else Decimal("0.00"),
+            f"Bridge, {label}: {line.label}{note}",
+            f"exact {line.exact_usd}",
+            f"not posted (bridge {side}/{line.key})",
+        ]

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.audit.services import audit_record
 from labgov.core.csv_export import csv_stream
 from labgov.core.errors import DomainError
@@ -24,6 +25,7 @@ from labgov.core.queue import task_enqueue_on_commit
 from labgov.exports import source
 from labgov.exports.models import ExportJob
 from labgov.exports.rows import LINE_COLUMNS, line_csv_rows
+from labgov.invoicing.bridge import period_bridge
 
 log = logging.getLogger(__name__)
 Kind = ExportJob.Kind
@@ -135,7 +137,11 @@ def _write(job: ExportJob, path: Path) -> None:
         _write_csv(path, rows, report, source.line_total(exports))
     elif kind in (Kind.PERIOD_XLSX, Kind.INVOICE_XLSX):
         title = f"{job.institution.name} invoices {month:%Y-%m}"
-        write_workbook(str(path), exports, title=title, progress=report)
+        bridge = None
+        if kind == Kind.PERIOD_XLSX and access.can_manage_invoices(user, job.institution_id):
+            # Institution-wide figures: for those who see the period's reconciliation.
+            bridge = period_bridge(job.institution, month)
+        write_workbook(str(path), exports, title=title, progress=report, bridge=bridge)
     else:
         write_pdf(str(path), exports, progress=report)
 

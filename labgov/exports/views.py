@@ -3,6 +3,7 @@ theirs to see); a lab admin asking for the institution-wide journal gets a 403."
 
 import datetime as dt
 import io
+import itertools
 
 from django.conf import settings
 from django.contrib import messages
@@ -19,7 +20,14 @@ from labgov.core.csv_export import csv_pieces_download, csv_streaming_download
 from labgov.core.errors import DomainError
 from labgov.exports import services, source
 from labgov.exports.models import ExportJob
-from labgov.exports.rows import JOURNAL_COLUMNS, LINE_COLUMNS, journal_rows, line_csv_rows
+from labgov.exports.rows import (
+    JOURNAL_COLUMNS,
+    LINE_COLUMNS,
+    bridge_journal_rows,
+    journal_rows,
+    line_csv_rows,
+)
+from labgov.invoicing.bridge import period_bridge
 
 Kind = ExportJob.Kind
 PERIOD_JOB_KINDS = (
@@ -99,12 +107,15 @@ def period_journal_csv(request, pk: int, year: int, month: int):
     institution = _institution(request.user, pk, journal=True)
     first = _month(year, month)
     invoices = source.period_invoices(request.user, institution_id=pk, month=first)
-    rows = journal_rows(
+    journal_id = f"LABGOV-{institution.slug.upper()}-{first:%Y%m}"
+    postings = journal_rows(
         (source.header(invoice) for invoice in invoices),
-        journal_id=f"LABGOV-{institution.slug.upper()}-{first:%Y%m}",
+        journal_id=journal_id,
         gl_account=settings.LABGOV_JOURNAL_GL_ACCOUNT,
         description=f"Runpod cloud GPU chargeback {first:%b %Y}",
     )
+    bridge = bridge_journal_rows(period_bridge(institution, first), journal_id=journal_id)
+    rows = itertools.chain(postings, bridge)
     return csv_streaming_download(
         _name(institution, first, "chargeback-journal", "csv"), rows, header=JOURNAL_COLUMNS
     )

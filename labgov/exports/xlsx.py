@@ -90,10 +90,12 @@ def write_workbook(
     *,
     title: str,
     progress: Callable[[int], None] | None = None,
+    bridge=None,
 ) -> None:
     """Write the workbook to `target` (a path or a binary file). `invoices` are listed on the
     summary first, then each one's lines are read, once, into its own sheet; `progress` is
-    told the number of lines written so far every thousand lines and at the end."""
+    told the number of lines written so far every thousand lines and at the end. `bridge`
+    (labgov.invoicing.bridge), when given, follows the invoices on the summary."""
     book = xlsxwriter.Workbook(target, {"constant_memory": True, "strings_to_formulas": False})
     book.set_properties({"title": title, "creator": "labgov"})
     f = _Formats(book)
@@ -114,6 +116,9 @@ def write_workbook(
         summary.write_string(row + 1, 0, "Total", f.bold)
         summary.write_number(row + 1, 7, sum(i.header.line_count for i in invoices), f.bold)
         _number(summary, row + 1, 8, sum(i.header.total_usd for i in invoices), f.total)
+        row += 1
+    if bridge is not None:
+        _bridge(summary, row + 2, bridge, f)
 
     written = 0
     taken: set[str] = set()
@@ -144,6 +149,29 @@ def write_workbook(
     book.close()
     if progress:
         progress(written)
+
+
+def _bridge(sheet, row: int, bridge, f: _Formats) -> None:
+    """The bridge under the summary's invoices: amounts in cents in the Total column (each
+    side adds up to its total row), the exact figure beside them."""
+    sheet.write_string(row, 0, "Bridge to Runpod's bill (adds up in cents)", f.bold)
+    sheet.write_string(row, 8, "USD", f.bold)
+    sheet.write_string(row, 9, "Exact (USD)", f.bold)
+    side = None
+    for which, line in bridge.lines:
+        row += 1
+        if which != side:
+            side = which
+            heading = "Runpod's bill" if which == "runpod" else "The month's invoices"
+            sheet.write_string(row, 0, heading, f.bold)
+            row += 1
+        total = line.key in ("runpod_total", "invoices_total")
+        label = ("= " if total else "+ ") + line.label
+        sheet.write_string(row, 0, label, f.bold if total else None)
+        _number(sheet, row, 8, line.amount_usd, f.total if total else f.money)
+        _number(sheet, row, 9, line.exact_usd, f.exact)
+        if line.note:
+            sheet.write_string(row, 11, line.note)
 
 
 def write_table_workbook(

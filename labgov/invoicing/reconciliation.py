@@ -2,10 +2,10 @@
 unattributed) against Runpod's own account total (`/v2/billing`), per category and per day
 of the institution's calendar.
 
-A day counts as *matched* when labgov holds it (it lies wholly inside a successful sync's
-window) and its two totals agree to the cent. A period is reconciled when every day that has
-ended is matched and the period's totals agree to the cent; an invoice line is reconciled
-when every day from its first to its last record is matched.
+A day counts as *matched* when labgov holds it (every hour of it lies inside successful
+syncs' windows taken together) and its two totals agree to the cent. A period is reconciled
+when every day that has ended is matched and the period's totals agree to the cent; an
+invoice line is reconciled when every day from its first to its last record is matched.
 """
 
 import datetime as dt
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, Max, Min, Q
 from django.utils import timezone
 
 from labgov.core.money import ZERO, grouped_multi_sums, to_cents
@@ -221,3 +221,103 @@ def period_reconciliation(institution, month: dt.date, *, now=None) -> list[Acco
         account_period(account, month, institution.time_zone, now=now, archived=archived)
         for account in RunpodAccount.objects.filter(institution=institution).order_by("name")
     ]
+
+
+# An invoice's lines now --------------------------------------------------------------------
+
+
+@dataclass
+class InvoiceReconciliation:
+    """Which of an invoice's lines are reconciled now, and in words why the others are not.
+
+    A line is marked reconciled when generated if its days were matched then; an issued
+    invoice never changes, so a line generated while a day was missing becomes reconciled
+    here, when its days are matched later (synced whole and agreeing to the cent)."""
+
+    line_ids: set[int]  # the lines reconciled now
+    why_not: list[str]
+
+    @property
+    def reconciled(self) -> bool:
+        return not self.why_not
+
+
+def _days_text(days) -> str:
+    return ", ".join(f"{d.day} {d:%b}" for d in sorted(days))
+
+
+def invoice_reconciliation(invoice, lines, *, now: dt.datetime | None = None):
+    """`lines`: the invoice's lines (read once by the caller)."""
+    from labgov.invoicing.lines import local_days
+    from labgov.invoicing.models import InvoiceLine
+
+    lines = list(lines)
+    pending = [line for line in lines if not line.reconciled]
+    if not pending:
+        return InvoiceReconciliation({line.pk for line in lines}, [])
+    institution = invoice.institution
+    periods: dict[dt.date, dict[int, AccountPeriod]] = {}
+
+    def period_of(month: dt.date) -> dict[int, AccountPeriod]:
+        if month not in periods:
+            periods[month] = {
+                a.account.pk: a for a in period_reconciliation(institution, month, now=now)
+            }
+        return periods[month]
+
+    # The days each resource billed in the period: a line's days are among them.
+    extents = {
+        row[0]: (row[1], row[2])
+        for row in BillingRecord.objects.filter(
+            resource_id__in={line.resource_id for line in pending if line.resource_id},
+            bucket_start__gte=invoice.period_start,
+            bucket_start__lt=invoice.period_end,
+        )
+        .values("resource_id")
+        .order_by()
+        .annotate(first=Min("bucket_start"), last=Max("bucket_start"))
+        .values_list("resource_id", "first", "last")
+    }
+    reconciled = {line.pk for line in lines if line.reconciled}
+    missing: dict[tuple[str, str], set] = defaultdict(set)  # (account, what) -> days
+    whole_months: dict[str, set[dt.date]] = defaultdict(set)  # account -> months not reconciled
+    for line in pending:
+        if line.kind == InvoiceLine.Kind.INDIRECT:
+            continue
+        month = line.corrects_month or invoice.month
+        account = period_of(month).get(line.account_id)
+        if account is None:
+            continue
+        if line.kind == InvoiceLine.Kind.USAGE and line.resource_id in extents:
+            first, last = extents[line.resource_id]
+            days = local_days(first, last, institution.time_zone)
+            by_day = {d.day: d for d in account.days}
+            open_days = [by_day[d] for d in days if d in by_day and not by_day[d].matched]
+            for d in open_days:
+                what = "not ended" if not d.due else "not synced whole" if not d.held else "differ"
+                missing[(account.account.name, what)].add(d.day)
+            if not open_days:
+                reconciled.add(line.pk)
+        elif account.reconciled:
+            reconciled.add(line.pk)
+        else:
+            whole_months[account.account.name].add(month)
+    direct = [line for line in lines if line.kind != InvoiceLine.Kind.INDIRECT]
+    if all(line.pk in reconciled for line in direct):
+        reconciled |= {line.pk for line in lines}
+    why = [
+        f"{name}: {_days_text(days)} "
+        + {
+            "not ended": "has not ended yet" if len(days) == 1 else "have not ended yet",
+            "not synced whole": "not synced whole yet",
+            "differ": "differs from Runpod" if len(days) == 1 else "differ from Runpod",
+        }[what]
+        for (name, what), days in sorted(missing.items())
+    ]
+    why += [
+        f"{name}: {', '.join(f'{m:%B %Y}' for m in sorted(months))} not reconciled yet"
+        for name, months in sorted(whole_months.items())
+    ]
+    if not why and len(reconciled) < len(lines):
+        why = ["some lines' days are not matched with Runpod yet"]
+    return InvoiceReconciliation(reconciled, why)

@@ -29,6 +29,7 @@ from django.db.models import Count, Q
 from labgov.accounts import access
 from labgov.accounts.models import Institution
 from labgov.core.money import ZERO
+from labgov.invoicing.bridge import Bridge, period_bridge
 from labgov.invoicing.models import Invoice, InvoiceLine
 from labgov.invoicing.reconciliation import AccountPeriod, period_reconciliation
 from labgov.usage.models import ClosedPeriod
@@ -155,6 +156,7 @@ class PeriodSummary:
     attributed_usd: Decimal = ZERO
     unattributed_usd: Decimal = ZERO
     runpod_usd: Decimal = ZERO
+    bridge: Bridge | None = None  # for those who manage invoices, as the reconciliation
 
     @property
     def records_usd(self) -> Decimal:
@@ -206,6 +208,9 @@ def period_summary(user, institution_id: int, month: dt.date) -> PeriodSummary:
         attributed_usd=sum((a.attributed_usd for a in reconciliations), ZERO),
         unattributed_usd=sum((a.unattributed_usd for a in reconciliations), ZERO),
         runpod_usd=sum((a.runpod_usd for a in reconciliations), ZERO),
+        bridge=period_bridge(institution, month, reconciliations=reconciliations)
+        if can_manage
+        else None,
     )
 
 

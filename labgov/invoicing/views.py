@@ -11,6 +11,7 @@ from labgov.accounts import access
 from labgov.core.errors import DomainError
 from labgov.invoicing import selectors, services
 from labgov.invoicing.forms import CloseForm, LineForm, ReasonForm
+from labgov.invoicing.reconciliation import invoice_reconciliation
 
 
 def _month(year: int, month: int) -> dt.date:
@@ -92,12 +93,14 @@ def period_close(request, institution_id: int, year: int, month: int):
 @require_GET
 def invoice_detail(request, pk: int):
     invoice = selectors.get_invoice_for_user(request.user, pk)
+    lines = list(selectors.invoice_lines(invoice))
     return render(
         request,
         "invoicing/invoice.html",
         {
             "invoice": invoice,
-            "lines": list(selectors.invoice_lines(invoice)),
+            "lines": lines,
+            "status": invoice_reconciliation(invoice, lines),
             "can_manage": access.can_manage_invoices(request.user, invoice.institution_id),
             "line_form": LineForm(),
             "void_form": ReasonForm(),

@@ -1,9 +1,9 @@
 """Comparing what labgov stored with Runpod's own account totals.
 
 Equal totals prove nothing about days labgov never fetched: both sides then lack them alike.
-So each month also says which of its days labgov holds (days wholly inside the windows of
-successful syncs), and a month is reconciled only when it holds every day that has ended (for
-the current month: so far) and the totals agree to the cent.
+So each month also says which of its days labgov holds (days every hour of which lies inside
+the windows of successful syncs taken together), and a month is reconciled only when it holds
+every day that has ended (for the current month: so far) and the totals agree to the cent.
 """
 
 import datetime as dt

@@ -55,7 +55,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from labgov.core.errors import DomainError
-from labgov.core.periods import UTC, hour_floor
+from labgov.core.periods import UTC, day_start, hour_floor
 from labgov.runpod import billing_store, partitions
 from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
 from labgov.runpod.errors import RunpodError
@@ -63,6 +63,7 @@ from labgov.runpod.inventory import inventory_sync
 from labgov.runpod.locks import account_lock, account_lock_serial, account_lock_slice
 from labgov.runpod.models import RunpodAccount, SyncRun
 from labgov.runpod.types import BillingKind
+from labgov.usage.periods import local_day_start, zone
 from labgov.usage.services import rollups_rebuild
 
 log = logging.getLogger(__name__)
@@ -151,14 +152,24 @@ class Window:
 
 
 def default_window(account: RunpodAccount, now: dt.datetime) -> Window:
-    end = now
+    """Whole UTC days up to now. A first sync starts at the UTC midnight on or before the
+    start of its first day in the institution's calendar, so that day is held whole (a day
+    is held once every hour of it lies inside successful windows taken together); later
+    ones at the midnight before what is complete, less the overlap."""
     if account.billing_complete_through is None:
-        start = hour_floor(now) - dt.timedelta(days=settings.LABGOV_SYNC_FIRST_DAYS)
+        first = (now - dt.timedelta(days=settings.LABGOV_SYNC_FIRST_DAYS)).astimezone(
+            zone(account.institution.time_zone)
+        )
+        start = local_day_start(first.date(), account.institution.time_zone)
     else:
         start = account.billing_complete_through - dt.timedelta(
             hours=settings.LABGOV_SYNC_OVERLAP_HOURS
         )
-    return Window(hour_floor(start), end)
+    return Window(utc_midnight(start), now)
+
+
+def utc_midnight(moment: dt.datetime) -> dt.datetime:
+    return day_start(moment.astimezone(UTC).date())
 
 
 def _complete_through(account, window: Window, now: dt.datetime) -> dt.datetime | None:

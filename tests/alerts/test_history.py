@@ -43,15 +43,15 @@ def test_stopped_since_comes_from_the_last_hour_of_compute(
 def test_a_stop_before_the_history_held_reads_before_its_start(
     sim, world, sim_account, fast_clients
 ):
-    # The tests' first sync fetches eight days, from 14:00 on 12 November: the pod stopped
-    # four days before that (twelve before the sync).
+    # The tests' first sync fetches eight days, whole, from midnight on 12 November: the pod
+    # stopped four days before that (twelve before the sync).
     _first_sync_and_evaluate(sim, world, sim_account, fast_clients)
     alert = _alerts(Kind.STOPPED_POD_DISK)["Pod vision-annotate"]
     assert "Stopped since before 12 November 2026 (the start of the billing history" in (
         alert.detail
     )
     assert alert.facts["stopped_before"] is True
-    assert alert.facts["stopped_at"] == "2026-11-12T14:00:00+00:00"
+    assert alert.facts["stopped_at"] == "2026-11-12T00:00:00+00:00"
 
 
 def test_the_first_sync_flags_idle_network_volumes(sim, world, sim_account, fast_clients):

@@ -67,7 +67,9 @@ def test_full_sync_stores_inventory_and_every_record_exactly(
     assert run.status == SyncRun.Status.SUCCEEDED, run.error
     assert run.finished_at and run.window_start and run.window_end
     now = sim.state.now
-    assert run.window_start == hour(now) - dt.timedelta(days=settings.LABGOV_SYNC_FIRST_DAYS)
+    # Whole UTC days: from the midnight of the first day, so that day is held whole.
+    first_day = (now - dt.timedelta(days=settings.LABGOV_SYNC_FIRST_DAYS)).date()
+    assert run.window_start == dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC)
 
     with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
         pods = client.list_pods(include_cluster_pods=True)
@@ -119,9 +121,8 @@ def test_second_sync_starts_at_complete_bucket_minus_overlap(
     sim.advance(hours=5)
     with time_machine.travel(sim.state.now, tick=True):
         run = _sync(sim_account, fast_clients)
-    assert run.window_start == hour(sim.state.now) - dt.timedelta(
-        hours=5 + settings.LABGOV_SYNC_OVERLAP_HOURS
-    )
+    overlap_from = hour(sim.state.now) - dt.timedelta(hours=5 + settings.LABGOV_SYNC_OVERLAP_HOURS)
+    assert run.window_start == overlap_from.replace(hour=0)  # from that day's UTC midnight
     start = BillingRecord.objects.order_by("bucket_start").first().bucket_start
     assert _stored_total(sim_account) == _api_total(sim, start, sim.state.now)
 

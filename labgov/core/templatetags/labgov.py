@@ -1,6 +1,7 @@
 from decimal import Decimal
 
 from django import template
+from django.utils.html import format_html
 
 from labgov.core.money import to_cents
 
@@ -33,6 +34,15 @@ def usd_exact(amount) -> str:
         value = value.quantize(Decimal("0.01"))
     sign = "−" if value < 0 else ""
     return f"{sign}${abs(value):,f}"
+
+
+@register.filter
+def usd_cents(amount) -> str:
+    """Cents to read, every stored digit on hover: for figures summed from Runpod's records,
+    which carry fractions of a cent."""
+    if amount is None or amount == "":
+        return "–"
+    return format_html('<span title="{}">{}</span>', usd_exact(amount), usd(amount))
 
 
 @register.filter

@@ -35,6 +35,7 @@ from labgov.dashboard.selectors.common import (
 )
 from labgov.dashboard.tables import DATE, MONEY, TEXT, Column, Row, Table
 from labgov.funding.models import FundingSource
+from labgov.invoicing.bridge import LabMonth, lab_month
 from labgov.usage.models import Category
 
 DEFAULT_DAYS = 30
@@ -52,6 +53,17 @@ class LabDashboard:
     daily_chart: dict
     category_chart: dict
     people_chart: dict
+    # When the range is one calendar month: what the lab's invoices of it say.
+    invoiced: LabMonth | None = None
+    last_month: tuple[dt.date, dt.date] | None = None
+
+
+def whole_month(period: DayRange) -> dt.date | None:
+    """The month the range is, when it is exactly one calendar month."""
+    following = (period.first.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+    if period.first.day == 1 and period.last == following - dt.timedelta(days=1):
+        return period.first
+    return None
 
 
 def lab_for_spend(user, pk: int) -> Lab:
@@ -115,7 +127,11 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
         "idle_monthly": sum((r.storage_monthly_usd for r in idle), ZERO),
         "period": sum(by_category.values(), ZERO),
     }
+    month = whole_month(period)
+    last_month_end = today.replace(day=1) - dt.timedelta(days=1)
     return LabDashboard(
+        invoiced=lab_month(user, lab, month, page_spend_usd=totals["period"]) if month else None,
+        last_month=(last_month_end.replace(day=1), last_month_end),
         lab=lab,
         today=today,
         period=period,
