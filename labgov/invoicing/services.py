@@ -5,10 +5,15 @@ Guarantees:
   invoice's total is the sum of its rounded lines, and `rounding_difference_usd` shows what
   rounding changed against the exact sum.
 - Issued invoices never change (refused here and, on PostgreSQL, by a trigger); voiding one
-  keeps it and its number, and creates a replacement draft that will get a new number.
+  of an open month keeps it and its number, and creates a replacement draft that will get a
+  new number.
+- Two people: every change to an invoice's lines by hand (a credit or adjustment entered or
+  removed, the void that opened a replacement) is its maker's (`Invoice.changed_by`, and the
+  lines' `entered_by`); none of them issues it.
 - Numbers are gap-free per institution and year: issuing locks the year's counter row, so
   concurrent issues queue, and a failed issue rolls its number back with it.
-- A closed period never changes: usage of it that changes later (a Runpod correction, a late
+- A closed period never changes (its invoices are not voided, its drafts neither edited nor
+  issued): usage of it that changes later (a Runpod correction, a late
   record) is charged or credited by a *late usage* line in the first open period, naming the
   month and invoice it corrects.
 """
