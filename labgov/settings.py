@@ -486,6 +486,9 @@ LABGOV_SYNC_INTERVAL_SECONDS = env_int(
 # funding_source_ids) returning a list of (field, message) problems: apps that hold what a transfer
 # must not contradict (issued invoices) add theirs here, so transfers import none of them.
 LABGOV_TRANSFER_CHECKS = ["labgov.invoicing.services.transfer_problems"]
+# Who finishes an approved back-dated move of spend (labgov/transfers/splits.py), by the prefix
+# of its origin: the app that asked for it, so transfers import none of them.
+LABGOV_SPEND_MOVE_ORIGINS = {"retention-case": "labgov.retention.services.case_move_approved"}
 CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
     "task": "labgov.runpod.tasks.sync_all_accounts",
     "schedule": LABGOV_SYNC_INTERVAL_SECONDS,

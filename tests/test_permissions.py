@@ -4,6 +4,8 @@ Expected codes: 200 page shown, 302 done (redirect), 403 visible but not allowed
 visible at all, "login" redirected to the login page.
 """
 
+import datetime as dt
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -163,6 +165,20 @@ def _transfer_proposal(world):
     )
 
 
+def _spend_move_proposal(world):
+    from labgov.transfers.models import SpendMove
+
+    pod = _pod(world)
+    move = SpendMove.objects.create(
+        institution=world.institution,
+        resource=pod,
+        starts_at=timezone.now() - dt.timedelta(days=2),
+        proposed_by=world.lab_admin,
+    )
+    move.shares.create(allocation=world.allocation, share_percent=100)
+    return move
+
+
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("page", list(GET_PAGES))
 def test_get_pages(world, client_for, page, role):
@@ -316,6 +332,17 @@ POSTS = {
     ),
     "cost transfer reject": (
         lambda w: reverse("transfers:reject", args=[_transfer_proposal(w).pk]),
+        lambda w: {"note": "Not allowable"},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    # Approving re-checks the move (the pod is paid by that allocation already): in words.
+    "back-dated move approve": (
+        lambda w: reverse("transfers:move_approve", args=[_spend_move_proposal(w).pk]),
+        lambda w: {},
+        {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
+    "back-dated move reject": (
+        lambda w: reverse("transfers:move_reject", args=[_spend_move_proposal(w).pk]),
         lambda w: {"note": "Not allowable"},
         {"inst_admin": 302, "finance": 302, "lab_admin": 403, "member": 404, "outsider": 404},
     ),

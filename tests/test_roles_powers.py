@@ -334,6 +334,104 @@ def split_resource(world, who):
     return resource_split_set(actor=who, resource=pod, shares=shares, starts_at=today) is not None
 
 
+def _yesterday() -> dt.datetime:
+    return dt.datetime.combine(timezone.now().date() - dt.timedelta(days=1), dt.time(), dt.UTC)
+
+
+def _billed_pod(world, moment: dt.datetime):
+    """A pod paid by the member's allocation with an hour of spend at `moment`, and a second
+    allocation of the lab."""
+    from labgov.runpod.models import BillingRecord
+    from labgov.runpod.services import resource_assign
+    from tests.factories import ResourceFactory
+
+    pod = ResourceFactory(account=RunpodAccountFactory(institution=world.institution))
+    BillingRecord.objects.create(
+        resource=pod,
+        kind="pod",
+        bucket_start=moment,
+        bucket_end=moment + dt.timedelta(hours=1),
+        total_usd=D("3"),
+        gpu_usd=D("3"),
+    )
+    resource_assign(actor=None, resource=pod, allocation=world.allocation)
+    second = AllocationFactory(funding_source=world.funding_source, user=None, project_name="B")
+    return pod, second
+
+
+def _back_dated_split(world, who):
+    """All of yesterday's spend of the pod to the second allocation, from yesterday on."""
+    from labgov.transfers.splits import resource_split_set
+
+    pod, second = _billed_pod(world, _yesterday())
+    return resource_split_set(
+        actor=who, resource=pod, shares=[(second, D(100))], starts_at=_yesterday()
+    )
+
+
+def back_dated_move_at_once(world, who):
+    from labgov.runpod.models import Assignment
+
+    return isinstance(_back_dated_split(world, who), Assignment)
+
+
+def propose_back_dated_move(world, who):
+    from labgov.transfers.models import SpendMove
+
+    done = _back_dated_split(world, who)
+    return isinstance(done, SpendMove) and done.state == "pending"
+
+
+def approve_back_dated_move(world, who):
+    from labgov.transfers.splits import spend_move_approve
+
+    proposal = _back_dated_split(world, world.lab_admin)
+    return spend_move_approve(actor=who, move=proposal).state == "applied"
+
+
+def _last_month_draft(world):
+    """Last month's draft of the standing grant, a pod billed on its 10th."""
+    from labgov.invoicing.services import invoices_generate
+
+    month = (timezone.now().date().replace(day=1) - dt.timedelta(days=1)).replace(day=1)
+    _billed_pod(world, dt.datetime.combine(month.replace(day=10), dt.time(), dt.UTC))
+    invoices_generate(actor=None, institution=world.institution, month=month)
+    return world.funding_source.invoices.get(month=month), month
+
+
+def _credit(invoice, who):
+    from labgov.invoicing.services import invoice_line_add
+
+    invoice_line_add(actor=who, invoice=invoice, kind="credit", amount_usd=D("1.00"), reason="T")
+
+
+def issue_own_change(world, who):
+    from labgov.invoicing.services import invoice_issue
+
+    draft, _ = _last_month_draft(world)
+    _credit(draft, who)
+    return invoice_issue(actor=who, invoice=draft).status == "issued"
+
+
+def issue_others_change(world, who):
+    from labgov.invoicing.services import invoice_issue
+
+    draft, _ = _last_month_draft(world)
+    _credit(draft, MembershipFactory(role="finance", lab=None, institution=world.institution).user)
+    return invoice_issue(actor=who, invoice=draft).status == "issued"
+
+
+def change_closed_month(world, who):
+    from labgov.invoicing.services import invoice_issue, invoice_void
+    from labgov.usage.periods import period_close
+
+    draft, month = _last_month_draft(world)
+    issued = invoice_issue(actor=None, invoice=draft)
+    period_close(actor=None, institution=world.institution, year=month.year, month=month.month)
+    invoice_void(actor=who, invoice=issued, reason="Rebill")
+    return True
+
+
 def _retention_case(world):
     from labgov.retention.policies import Resolver
     from labgov.retention.services import case_open
@@ -369,6 +467,18 @@ POWERS = {
     "Approve a cost transfer proposed by someone else": approve_transfer,
     "Pay a resource from several of their labs' allocations in shares (split funding)": (
         split_resource
+    ),
+    "Re-assign a resource's spend already billed, from a day before today (back-dated split or "
+    "move to other funding), at once": back_dated_move_at_once,
+    "Propose a back-dated split or move of a resource their lab pays for": (
+        propose_back_dated_move
+    ),
+    "Approve a back-dated split or move proposed by someone else": approve_back_dated_move,
+    "Issue an invoice whose lines they changed (entered or removed a credit or adjustment, or "
+    "voided the invoice it replaces)": issue_own_change,
+    "Issue an invoice whose lines someone else changed": issue_others_change,
+    "Void or change an invoice of a closed month (corrections go to the first open month)": (
+        change_closed_month
     ),
     "Create a funding source, or set its amount, dates or status": set_funding,
     "Propose a new funding source, or a change to one of their lab's": propose_funding,

@@ -64,6 +64,9 @@ class Invoice(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     void_reason = models.TextField(blank=True)
+    # The people who changed its lines by hand (added or removed a credit or an adjustment,
+    # voided the invoice it replaces): the change is theirs, so another person issues it.
+    changed_by = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
 
     objects = InvoiceQuerySet.as_manager()
 

@@ -5,10 +5,15 @@ Guarantees:
   invoice's total is the sum of its rounded lines, and `rounding_difference_usd` shows what
   rounding changed against the exact sum.
 - Issued invoices never change (refused here and, on PostgreSQL, by a trigger); voiding one
-  keeps it and its number, and creates a replacement draft that will get a new number.
+  of an open month keeps it and its number, and creates a replacement draft that will get a
+  new number.
+- Two people: every change to an invoice's lines by hand (a credit or adjustment entered or
+  removed, the void that opened a replacement) is its maker's (`Invoice.changed_by`, and the
+  lines' `entered_by`); none of them issues it.
 - Numbers are gap-free per institution and year: issuing locks the year's counter row, so
   concurrent issues queue, and a failed issue rolls its number back with it.
-- A closed period never changes: usage of it that changes later (a Runpod correction, a late
+- A closed period never changes (its invoices are not voided, its drafts neither edited nor
+  issued): usage of it that changes later (a Runpod correction, a late
   record) is charged or credited by a *late usage* line in the first open period, naming the
   month and invoice it corrects.
 """
@@ -354,10 +359,22 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
 # Credits and adjustments -----------------------------------------------------------------
 
 
-def _locked_draft(invoice: Invoice) -> Invoice:
+def _refuse_closed(invoice: Invoice) -> None:
+    """After close nothing of a month changes, not even a replacement of its invoice."""
+    if is_closed(invoice.institution_id, invoice.month):
+        raise DomainError(
+            f"{_month_label(invoice.month)} is closed: its invoices are frozen. Correct it in "
+            "the first open month, with a credit or an adjustment on that month's invoice."
+        )
+
+
+def _locked_draft(invoice: Invoice, *, actor) -> Invoice:
+    """The draft, locked, with `actor` recorded among those who changed it by hand."""
     locked = Invoice.objects.select_for_update().select_related("funding_source").get(pk=invoice.pk)
     if locked.status != Invoice.Status.DRAFT:
         raise DomainError("Only a draft changes: an issued invoice is voided and replaced instead.")
+    _refuse_closed(locked)
+    locked.changed_by.add(actor)
     return locked
 
 
@@ -390,7 +407,7 @@ def invoice_line_add(
     if amount_usd == 0:
         raise DomainError("An adjustment of nothing changes nothing.", field="amount_usd")
     reason = _clean_reason(reason, "A credit or an adjustment")
-    locked = _locked_draft(invoice)
+    locked = _locked_draft(invoice, actor=actor)
     signed = -amount_usd if kind == InvoiceLine.Kind.CREDIT else amount_usd
     line = InvoiceLine(
         kind=kind,
@@ -422,7 +439,9 @@ def invoice_line_add(
 def invoice_line_remove(*, actor, line: InvoiceLine) -> None:
     """Take a credit or manual adjustment off a draft (generated lines are regenerated)."""
     _require_manager(actor, line.invoice.institution_id)
-    locked = _locked_draft(line.invoice)
+    if actor is None:
+        raise DomainError("A person takes credits and adjustments off.")
+    locked = _locked_draft(line.invoice, actor=actor)
     if line.kind not in InvoiceLine.ENTERED_KINDS or line.invoice_id != locked.pk:
         raise DomainError("Only credits and manual adjustments are removed by hand.")
     lines = list(locked.lines.exclude(kind=InvoiceLine.Kind.INDIRECT).exclude(pk=line.pk))
@@ -463,9 +482,14 @@ def invoice_issue(*, actor, invoice: Invoice, now=None) -> Invoice:
         raise DomainError(f"{locked} is not a draft; it was issued already.")
     if locked.period_end > now:
         raise DomainError(f"{_month_label(locked.month)} has not ended; issue it after.")
-    if actor is not None and locked.lines.filter(entered_by=actor).exists():
+    _refuse_closed(locked)
+    if actor is not None and (
+        locked.lines.filter(entered_by=actor).exists()
+        or locked.changed_by.filter(pk=actor.pk).exists()
+    ):
         raise DomainError(
-            "You entered a credit or adjustment on this invoice: another person issues it."
+            "You changed this invoice's lines (entered or removed a credit or adjustment, or "
+            "voided the invoice it replaces): another person issues it."
         )
     institution = locked.institution
     year = now.astimezone(zone(institution.time_zone)).year
@@ -487,13 +511,17 @@ def invoice_issue(*, actor, invoice: Invoice, now=None) -> Invoice:
 
 @transaction.atomic
 def invoice_void(*, actor, invoice: Invoice, reason: str) -> Invoice:
-    """Void an issued invoice (it keeps its number) and open its replacement: a draft with
-    the same lines, to be corrected and issued under a new number."""
+    """Void an issued invoice of an open month (it keeps its number) and open its
+    replacement: a draft with the same lines, to be corrected and issued under a new number
+    by someone other than the voider (or anyone who changed the one it replaces)."""
     _require_manager(actor, invoice.institution_id)
+    if actor is None:
+        raise DomainError("A person voids an invoice.")
     reason = _clean_reason(reason, "Voiding an invoice")
     locked = Invoice.objects.select_for_update().select_related("funding_source").get(pk=invoice.pk)
     if locked.status != Invoice.Status.ISSUED:
         raise DomainError("Only an issued invoice is voided; a draft is regenerated or edited.")
+    _refuse_closed(locked)
     lines = list(locked.lines.exclude(kind=InvoiceLine.Kind.INDIRECT))
     locked.status = Invoice.Status.VOID
     locked.voided_at, locked.voided_by, locked.void_reason = timezone.now(), actor, reason
@@ -511,6 +539,7 @@ def invoice_void(*, actor, invoice: Invoice, reason: str) -> Invoice:
         generated_by=actor,
     )
     _rewrite_lines(replacement, lines, locked.funding_source)
+    replacement.changed_by.add(actor, *locked.changed_by.all())
     audit_record(
         actor=actor,
         action="invoice.void",

@@ -13,6 +13,7 @@ A hold is a row of its own, checked by the deletion itself, so it wins over any 
 """
 
 import datetime as dt
+from decimal import Decimal
 
 from django.db import transaction
 from django.urls import reverse
@@ -298,14 +299,24 @@ def payer_check(case: RetentionCase, allocation: Allocation, *, field: str) -> N
 
 
 def _reattribute(actor, case: RetentionCase, allocation: Allocation, since: dt.datetime, note: str):
-    from labgov.runpod.services import resource_assign
+    """Pay for the volume by `allocation` from `since` on, with a cost transfer's checks on
+    any spend already incurred that it moves (labgov/transfers/splits.py). Returns the
+    pending proposal when the move is back-dated and waits for a second person."""
+    from labgov.transfers.models import SpendMove
+    from labgov.transfers.splits import spend_reassign
 
     if case.resource.current_allocation_id == allocation.pk:
-        return
-    resource_assign(
-        actor=actor, resource=case.resource, allocation=allocation, starts_at=since, note=note
+        return None
+    done = spend_reassign(
+        actor=actor,
+        resource=case.resource,
+        shares=[(allocation, Decimal(100))],
+        starts_at=since,
+        note=note,
+        origin=f"retention-case:{case.pk}",
     )
     case.resource.refresh_from_db()
+    return done if isinstance(done, SpendMove) else None
 
 
 @transaction.atomic
@@ -383,7 +394,9 @@ def case_move(
     *, actor, case: RetentionCase, allocation: Allocation, starts_on: dt.date, note: str = ""
 ) -> RetentionCase:
     """Pay for the volume from other funding from a day on, within the rules of attribution
-    (never before its current assignment, never in a closed period)."""
+    (never before its current assignment, never in a closed period). A lab admin's move from
+    before today that moves spend already incurred waits for finance or an institution admin
+    (a back-dated move, as a cost transfer); the case stays as it is until then."""
     require_decider(actor, case)
     account_lock(case.resource.account_id)  # first, as in case_hold
     case = _lock(case, "move")
@@ -391,7 +404,22 @@ def case_move(
     if allocation.pk == case.resource.current_allocation_id:
         raise DomainError("The volume is paid from that allocation already.", field="allocation")
     since = dt.datetime.combine(starts_on, dt.time(), tzinfo=dt.UTC)
-    _reattribute(actor, case, allocation, since, f"Moved (retention case #{case.pk})")
+    proposal = _reattribute(actor, case, allocation, since, f"Moved (retention case #{case.pk})")
+    if proposal is not None:
+        audit_record(
+            actor=actor,
+            action="retention.move_propose",
+            target=case,
+            institution_id=case.institution_id,
+            after={"spend_move_id": proposal.pk, "allocation_id": allocation.pk},
+            note=note,
+        )
+        return case
+    _moved(actor, case, allocation, since, note)
+    return case
+
+
+def _moved(actor, case: RetentionCase, allocation: Allocation, since: dt.datetime, note: str):
     before = case.state
     _save(case, State.MOVED, moved_to=allocation, moved_from=since)
     record(
@@ -404,7 +432,15 @@ def case_move(
         allocation=str(allocation),
         starts_at=since.isoformat(),
     )
-    return case
+
+
+def case_move_approved(*, move, actor) -> None:
+    """A back-dated move asked for by a case was approved (settings LABGOV_SPEND_MOVE_ORIGINS):
+    the case is moved, if it still may be; otherwise the approval is refused whole."""
+    case = RetentionCase.objects.get(pk=int(move.origin.split(":")[1]))
+    case = _lock(case, "move")
+    allocation = move.shares.get().allocation
+    _moved(actor, case, allocation, move.starts_at, f"Back-dated move #{move.pk} approved.")
 
 
 def describe(resource: Resource) -> dict:

@@ -16,7 +16,7 @@ from labgov.retention.forms import (
     NoteForm,
     PolicyForm,
 )
-from labgov.retention.models import CLOSED_STATES, RetentionCase
+from labgov.retention.models import CLOSED_STATES, RetentionCase, State
 from labgov.retention.policies import Resolver
 from labgov.runpod.models import Resource
 
@@ -102,13 +102,18 @@ def _act(request, case: RetentionCase, action: str) -> str:
         )
     elif action == "move":
         data = _form_or_error(MoveForm(request.POST, allocations=selectors.payer_choices(case)))
-        services.case_move(
+        case = services.case_move(
             actor=user,
             case=case,
             allocation=data["allocation"],
             starts_on=data["starts_on"],
             note=note,
         )
+        if case.state != State.MOVED:
+            return (
+                "left as it is until finance or an institution admin approves the move: it "
+                "starts before today and moves spend already billed"
+            )
     elif action == "lift":
         services.hold_lift(actor=user, case=case, note=note)
     elif action == "reopen":

@@ -88,3 +88,82 @@ class CostTransfer(models.Model):
 
     def __str__(self) -> str:
         return f"Cost transfer #{self.pk} ({self.month:%Y-%m})"
+
+
+class SpendMove(models.Model):
+    """A lab admin's re-assignment of a resource's spend that starts before today (a back-dated
+    split, a retention case's move to other funding): it moves spend already incurred, so,
+    like a cost transfer, it waits for finance or an institution admin (never the proposer).
+    Approved, it becomes the resource's assignment from `starts_at` with these shares
+    (labgov/transfers/splits.py); the checks of a cost transfer run again then."""
+
+    State = CostTransfer.State
+
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+    )
+    resource = models.ForeignKey("runpod.Resource", on_delete=models.PROTECT, related_name="+")
+    starts_at = models.DateTimeField()
+    note = models.CharField(max_length=300, blank=True)
+    # What asked for it, when not the shares editor: "retention-case:<id>" (settings
+    # LABGOV_SPEND_MOVE_ORIGINS names who finishes it once applied).
+    origin = models.CharField(max_length=100, blank=True)
+    # What the proposal moved when made, {"<allocation id>:<YYYY-MM>": "<USD>"}: shown to
+    # the approver, measured again when applied.
+    moves = models.JSONField(default=dict)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    proposed_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.CharField(max_length=1000, blank=True)
+    assignment = models.ForeignKey(
+        "runpod.Assignment", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state="pending", decided_by__isnull=True)
+                | (~Q(state="pending") & Q(decided_by__isnull=False)),
+                name="spend_move_decided_by_someone",
+            ),
+            models.CheckConstraint(
+                condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("proposed_by")),
+                name="spend_move_not_self_approved",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="applied") | Q(assignment__isnull=False),
+                name="spend_move_applied_has_assignment",
+            ),
+        ]
+        indexes = [models.Index(fields=["institution", "state"])]
+        ordering = ["-proposed_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"Back-dated move #{self.pk} ({self.starts_at:%Y-%m-%d})"
+
+
+class SpendMoveShare(models.Model):
+    move = models.ForeignKey(SpendMove, on_delete=models.PROTECT, related_name="shares")
+    allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
+    share_percent = models.DecimalField(max_digits=5, decimal_places=2)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["move", "allocation"], name="spend_move_share_unique_allocation"
+            ),
+            models.CheckConstraint(
+                condition=Q(share_percent__gt=0, share_percent__lte=100),
+                name="spend_move_share_between_0_and_100",
+            ),
+        ]
+        ordering = ["move", "-share_percent", "allocation"]
+
+    def __str__(self) -> str:
+        return f"{self.share_percent}% by {self.allocation_id}"

@@ -7,9 +7,9 @@ from decimal import Decimal
 from django.db.models import Q
 
 from labgov.accounts import access
-from labgov.funding.models import FundingSource
+from labgov.funding.models import Allocation, FundingSource
 from labgov.runpod.models import Assignment
-from labgov.transfers.models import CostTransfer
+from labgov.transfers.models import CostTransfer, SpendMove
 
 
 def transfers_visible_to(user):
@@ -27,6 +27,40 @@ def transfers_visible_to(user):
         )
         .order_by("-proposed_at", "-pk")
     )
+
+
+def spend_moves_visible_to(user):
+    """Back-dated moves of spend: all of the institution for finance and its admins; for lab
+    admins, those of resources their labs' allocations pay or would pay."""
+    scope = access.scope_for(user)
+    return (
+        SpendMove.objects.filter(
+            Q(institution_id__in=scope.money_institutions)
+            | Q(shares__allocation__funding_source__lab_id__in=scope.admin_labs)
+            | Q(proposed_by=user)
+        )
+        .distinct()
+        .select_related("resource__account", "proposed_by")
+        .prefetch_related("shares__allocation__funding_source", "shares__allocation__user")
+        .order_by("-proposed_at", "-pk")
+    )
+
+
+def pending_moves_for(user) -> list[SpendMove]:
+    """The pending back-dated moves the user sees, each with `rows`: (allocation, month,
+    USD moved) as measured when proposed, losses first."""
+    moves = list(spend_moves_visible_to(user).filter(state=SpendMove.State.PENDING)[:50])
+    ids = {int(key.split(":")[0]) for m in moves for key in m.moves}
+    allocations = Allocation.objects.select_related("funding_source", "user").in_bulk(ids)
+    for m in moves:
+        m.rows = sorted(
+            (
+                (allocations.get(int(a)), dt.date.fromisoformat(f"{month}-01"), Decimal(usd))
+                for a, month, usd in ((*key.split(":"), usd) for key, usd in m.moves.items())
+            ),
+            key=lambda row: (row[2], row[1]),
+        )
+    return moves
 
 
 @dataclass(frozen=True)

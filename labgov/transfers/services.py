@@ -90,28 +90,37 @@ def available_to_move(
     ).aggregate(total=sum_or_zero("amount_usd"))["total"]
     if resource is None:
         return available
-    start, end = _period(account.institution_id, month)
-    on_resource = BillingRecord.objects.filter(
-        resource=resource, allocation=allocation, bucket_start__gte=start, bucket_start__lt=end
-    ).aggregate(total=sum_or_zero("total_usd"))["total"]
-    on_resource += sum(
-        (
-            delta
-            for (_, _, _, allocation_id), delta in split_moves(
-                start=start, end=end, resource_ids=[resource.pk]
-            ).items()
-            if allocation_id == allocation.pk
-        ),
-        ZERO,
-    )
-    moved = CostTransfer.objects.filter(state=S.APPLIED, resource=resource, month=month)
-    on_resource += moved.filter(to_allocation=allocation).aggregate(
-        total=sum_or_zero("amount_usd")
-    )["total"]
-    on_resource -= moved.filter(from_allocation=allocation).aggregate(
-        total=sum_or_zero("amount_usd")
-    )["total"]
+    on_resource = resource_spent(resource=resource, month=month).get(allocation.pk, ZERO)
     return min(available, on_resource)
+
+
+def resource_spent(*, resource: Resource, month: dt.date) -> dict[int, Decimal]:
+    """What each allocation spent on `resource` in `month`: its billing records, split shares
+    and the transfers applied so far (allocation id → USD, exact)."""
+    start, end = _period(resource.account.institution_id, month)
+    spent: dict[int, Decimal] = {}
+    for allocation_id, total in (
+        BillingRecord.objects.filter(
+            resource=resource,
+            allocation__isnull=False,
+            bucket_start__gte=start,
+            bucket_start__lt=end,
+        )
+        .values_list("allocation_id")
+        .annotate(total=sum_or_zero("total_usd"))
+        .order_by()
+    ):
+        spent[allocation_id] = spent.get(allocation_id, ZERO) + total
+    for (_, _, _, allocation_id), delta in split_moves(
+        start=start, end=end, resource_ids=[resource.pk]
+    ).items():
+        spent[allocation_id] = spent.get(allocation_id, ZERO) + delta
+    for t in CostTransfer.objects.filter(state=S.APPLIED, resource=resource, month=month).only(
+        "from_allocation_id", "to_allocation_id", "amount_usd"
+    ):
+        spent[t.to_allocation_id] = spent.get(t.to_allocation_id, ZERO) + t.amount_usd
+        spent[t.from_allocation_id] = spent.get(t.from_allocation_id, ZERO) - t.amount_usd
+    return spent
 
 
 def _problems(

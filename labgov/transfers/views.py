@@ -16,8 +16,13 @@ from labgov.runpod.attribution import BEGINNING
 from labgov.runpod.models import Resource, RunpodAccount
 from labgov.runpod.selectors import allocations_assignable_by, resources_for_user
 from labgov.transfers.forms import DecisionForm, SplitForm, TransferForm
-from labgov.transfers.models import CostTransfer
-from labgov.transfers.selectors import assignment_history, transfers_visible_to
+from labgov.transfers.models import CostTransfer, SpendMove
+from labgov.transfers.selectors import (
+    assignment_history,
+    pending_moves_for,
+    spend_moves_visible_to,
+    transfers_visible_to,
+)
 from labgov.transfers.services import (
     Refused,
     cost_transfer_approve,
@@ -25,7 +30,7 @@ from labgov.transfers.services import (
     cost_transfer_reject,
     open_months,
 )
-from labgov.transfers.splits import resource_split_set
+from labgov.transfers.splits import resource_split_set, spend_move_approve, spend_move_reject
 
 FIELD_OF = {"resource": "resource_runpod_id", "shares": None, "starts_at": "starts_on"}
 
@@ -73,6 +78,7 @@ def transfer_list(request):
             "state": state,
             "states": CostTransfer.State.choices,
             "decider_of": scope.money_institutions,
+            "moves": pending_moves_for(request.user),
         },
     )
 
@@ -156,6 +162,32 @@ def transfer_reject(request, pk: int):
     return _decide(request, pk, cost_transfer_reject, "rejected")
 
 
+def _decide_move(request, pk: int, decide, done: str):
+    move = access.get_or_404(spend_moves_visible_to(request.user), pk=pk)
+    access.deny_unless(access.can_transfer_directly(request.user, move.institution_id))
+    form = DecisionForm(request.POST)
+    note = form.cleaned_data["note"] if form.is_valid() else ""
+    try:
+        decide(actor=request.user, move=move, note=note)
+    except DomainError as exc:
+        messages.error(request, f"Move #{move.pk}: {exc.message}")
+    else:
+        messages.success(request, f"Move #{move.pk} {done}.")
+    return redirect("transfers:list")
+
+
+@login_required
+@require_POST
+def spend_move_approve_view(request, pk: int):
+    return _decide_move(request, pk, spend_move_approve, "approved and applied")
+
+
+@login_required
+@require_POST
+def spend_move_reject_view(request, pk: int):
+    return _decide_move(request, pk, spend_move_reject, "rejected")
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def resource_funding(request, pk: int):
@@ -176,7 +208,7 @@ def resource_funding(request, pk: int):
         if form.is_valid():
             starts_at = dt.datetime.combine(form.cleaned_data["starts_on"], dt.time(), tzinfo=UTC)
             try:
-                resource_split_set(
+                done = resource_split_set(
                     actor=request.user,
                     resource=resource,
                     shares=form.cleaned_data["shares"],
@@ -185,7 +217,13 @@ def resource_funding(request, pk: int):
             except DomainError as exc:
                 _show(form, exc)
             else:
-                messages.success(request, "Shares saved; billing from that day on follows them.")
+                messages.success(
+                    request,
+                    f"Shares proposed (#{done.pk}): they start before today and move spend "
+                    "already billed, so finance or an institution admin approves them."
+                    if isinstance(done, SpendMove)
+                    else "Shares saved; billing from that day on follows them.",
+                )
                 return redirect("transfers:resource_funding", pk=resource.pk)
     return render(
         request,

@@ -59,7 +59,7 @@ NOT_PAGES = {
     # Actions (POST only) and downloads (CSV, XLSX, PDF: no page to read).
     "invoicing:close", "invoicing:issue", "invoicing:void", "invoicing:line_add",
     "invoicing:line_remove", "invoicing:generate",
-    "transfers:approve", "transfers:reject",
+    "transfers:approve", "transfers:reject", "transfers:move_approve", "transfers:move_reject",
     "exports:job_create", "exports:job_download", "exports:my_share_csv",
     "exports:invoice_csv", "exports:invoice_xlsx", "exports:invoice_pdf",
     "exports:period_lines_csv", "exports:period_journal_csv", "exports:period_records_csv",

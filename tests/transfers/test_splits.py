@@ -75,8 +75,9 @@ def test_a_split_pays_in_shares_from_its_day_on_and_keeps_history(world, spent):
         (second, Decimal("33.33")),
         (third, Decimal("33.34")),
     ]
+    # Back-dated: an institution admin's applies at once (a lab admin's waits, test_moves.py).
     assignment = resource_split_set(
-        actor=world.lab_admin, resource=pod, shares=shares, starts_at=SPLIT_AT
+        actor=world.inst_admin, resource=pod, shares=shares, starts_at=SPLIT_AT
     )
     # Timeline: the first assignment stays; the split is a new one with its shares.
     assert Assignment.objects.filter(resource=pod).count() == 2
@@ -106,7 +107,7 @@ def test_a_split_pays_in_shares_from_its_day_on_and_keeps_history(world, spent):
     )
     assert monthly == total
     event = AuditEvent.objects.filter(action="resource.assign", target_id=str(pod.pk)).latest("pk")
-    assert event.actor == world.lab_admin
+    assert event.actor == world.inst_admin
     assert event.after["shares"] == {str(a.pk): str(p) for a, p in shares}
 
 
@@ -207,13 +208,13 @@ def test_who_may_split_and_within_which_rules(world, spent):
 def test_one_allocation_at_100_ends_a_split(world, spent):
     account, pod, second, _ = spent
     resource_split_set(
-        actor=world.lab_admin,
+        actor=world.inst_admin,
         resource=pod,
         shares=[(world.allocation, Decimal(50)), (second, Decimal(50))],
         starts_at=T0,
     )
     resource_split_set(
-        actor=world.lab_admin,
+        actor=world.inst_admin,
         resource=pod,
         shares=[(second, Decimal(100))],
         starts_at=SPLIT_AT,
