@@ -157,7 +157,7 @@ def suggestions_table(found: list[Suggestion]) -> Table:
                 [
                     s.pod.name or s.pod.runpod_id,
                     f"#{s.request.pk} {s.request.title}" if s.request else "",
-                    owner.get_username() if owner else "",
+                    str(owner) if owner else "",  # the full name (the username if none)
                     f"{s.pod.gpu_count}× {s.pod.gpu_type_id}",
                     s.request.expected_hours if s.request else None,
                     s.usage.hours,

@@ -262,7 +262,10 @@ def logged_in(browser, live_server, username: str, *, width=1920):
 
     client = Client()
     client.force_login(User.objects.get(username=username))
-    context = browser.new_context(viewport={"width": width, "height": 900})
+    # Reduced motion (which labgov.css honours): an element htmx faded while it loaded is back
+    # at full opacity as soon as the request ends, not 200 ms later, when axe may be measuring
+    # its contrast.
+    context = browser.new_context(viewport={"width": width, "height": 900}, reduced_motion="reduce")
     context.add_cookies(
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
     )

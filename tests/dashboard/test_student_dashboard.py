@@ -107,3 +107,38 @@ def test_query_count_is_pinned_and_independent_of_data_size(world, spend, client
     # resources; the lab's spend per day, mine and not; my pods (to stop and start).
     assert small == large == 8
     assert len(response.context["data"].tables["allocations"].rows) == 11
+
+
+def test_my_pods_say_what_each_state_bills(world, spend, client_for):
+    """Running per hour, stopped per month for its volume disk, starting per hour once it
+    runs (never "$0.00 per month"), and an errored pod no compute."""
+    states = {
+        "pod-running": ("RUNNING", D("1.89")),
+        "pod-stopped": ("EXITED", D("1.89")),
+        "pod-starting": ("STARTING", D("2.49")),
+        "pod-provisioning": ("PROVISIONING", D(0)),
+        "pod-error": ("ERROR", D("1.89")),
+    }
+    pods = {
+        name: ResourceFactory(
+            account=spend.account,
+            name=name,
+            status=status,
+            cost_per_hr_usd=rate,
+            volume_disk_gb=50,
+            current_allocation=world.allocation,
+        )
+        for name, (status, rate) in states.items()
+    }
+    page = client_for(world.member).get(_url()).content.decode()
+
+    def cost(name):
+        row = page.split(f'id="pod-{pods[name].pk}"')[1].split("</tr>")[0]
+        return row.split('data-figure="pod-cost">')[1].split("</td>")[0]
+
+    assert cost("pod-running") == "$1.89 per hour"
+    assert cost("pod-stopped") == "$10.00 per month"  # 50 GB at $0.20 while stopped
+    assert cost("pod-starting") == "$2.49 per hour once running"
+    assert cost("pod-provisioning") == "Per hour once running"
+    assert cost("pod-error") == "No compute billed"
+    assert "$0.00 per month" not in page

@@ -122,3 +122,13 @@ def test_notice_page_and_keep_running_only_for_owner_and_lab_admins(world, accou
     assert client_for(world.member).post(keep).status_code == 302
     notice.refresh_from_db()
     assert notice.state == StopNotice.State.KEPT and notice.kept_by == world.member
+
+
+def test_right_sizing_names_the_owner_by_name(world, oversized, client_for):
+    world.member.first_name, world.member.last_name = "Sam", "Okafor"
+    world.member.save(update_fields=["first_name", "last_name"])
+    url = reverse("idle:right_sizing", args=[world.lab.pk])
+    page = client_for(world.lab_admin).get(url).content.decode()
+    assert "Sam Okafor" in page and f">{world.member.username}<" not in page
+    csv_text = client_for(world.lab_admin).get(url + "?format=csv").content.decode()
+    assert "Sam Okafor" in csv_text
