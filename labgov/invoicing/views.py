@@ -98,6 +98,7 @@ def invoice_detail(request, pk: int):
         {
             "invoice": invoice,
             "lines": list(selectors.invoice_lines(invoice)),
+            "stale": selectors.invoice_staleness(invoice),
             "can_manage": access.can_manage_invoices(request.user, invoice.institution_id),
             "line_form": LineForm(),
             "void_form": ReasonForm(),
