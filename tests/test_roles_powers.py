@@ -461,6 +461,26 @@ def approve_own_deletion(world, who):
     return deletion_approve(actor=who, case=case).state == "deletion_approved"
 
 
+def confirm_tag_claim(world, who):
+    """A pod on the shared account carrying the tag of `who`'s own allocation when they are a
+    member (the holder), else of the lab member's: a claim waits until someone confirms it."""
+    from labgov.runpod.attribution import rules_apply
+    from labgov.runpod.models import TagClaim
+    from labgov.runpod.tag_claims import tag_claim_confirm
+    from tests.factories import ResourceFactory
+
+    holds = who.memberships.filter(role="member", lab=world.lab).exists()
+    allocation = AllocationFactory(funding_source=world.funding_source, user=who) if holds else None
+    allocation = allocation or world.allocation
+    account = RunpodAccountFactory(institution=world.institution)  # shared: no lab of its own
+    pod = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": allocation.tag_code})
+    rules_apply(account=account)
+    claim = TagClaim.objects.get(resource=pod)
+    tag_claim_confirm(actor=who, claim=claim)
+    pod.refresh_from_db()
+    return pod.current_allocation_id == allocation.pk
+
+
 POWERS = {
     "Move spend of an open month between allocations at once (cost transfer)": (transfer_at_once),
     "Propose a cost transfer between allocations of their lab": propose_transfer,
@@ -503,6 +523,8 @@ POWERS = {
     ),
     "Approve deleting a volume someone else asked to delete": approve_others_deletion,
     "Approve deleting a volume they asked to delete themselves": approve_own_deletion,
+    "Confirm an allocation tag on a shared Runpod account (charging the tagged resource to the "
+    "allocation)": confirm_tag_claim,
 }
 
 

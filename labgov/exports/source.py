@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 from django.db import connections
 from django.db.models import Count, Exists, F, Func, OuterRef, TextField, Value
-from django.db.models.functions import Cast, Coalesce, Concat, NullIf
+from django.db.models.functions import Cast, Coalesce, NullIf
 
 from labgov.accounts import access
 from labgov.core.csv_export import copy_csv_stream, csv_stream
 from labgov.core.errors import DomainError
 from labgov.exports.rows import InvoiceExport, InvoiceHeader, LineRow
-from labgov.invoicing.models import Invoice, InvoiceLine, LineCategory
+from labgov.invoicing.models import Invoice, InvoiceLine, LineCategory, person_name
 from labgov.runpod.models import BillingRecord
 from labgov.runpod.partitions import detached_within
 from labgov.usage.periods import billing_period
@@ -50,9 +50,9 @@ def header(invoice) -> InvoiceHeader:
         pk=invoice.pk,
         label=invoice.number or f"draft #{invoice.pk}",
         status=invoice.status,
-        institution=invoice.institution.name,
-        lab=invoice.lab.name,
-        funding_source=invoice.funding_source.name,
+        institution=invoice.shown_institution_name,
+        lab=invoice.shown_lab_name,
+        funding_source=invoice.shown_funding_source_name,
         award_number=invoice.award_number,
         cost_center=invoice.cost_center,
         month=invoice.month,
@@ -67,19 +67,16 @@ def header(invoice) -> InvoiceHeader:
 
 
 def lines(invoice_id: int) -> Iterator[LineRow]:
-    person = Coalesce(
-        NullIf(Concat("person__first_name", Value(" "), "person__last_name"), Value(" ")),
-        "person__username",
-        Value(""),
-    )
+    # An issued invoice prints the name it was issued under; a draft, today's.
+    person = Coalesce(NullIf("person_name", Value("")), person_name("person__"))
     rows = (
         InvoiceLine.objects.filter(invoice_id=invoice_id)
         .order_by("position")
-        .annotate(person_name=person)
+        .annotate(shown_person=person)
         .values_list(
             "category",
             "description",
-            "person_name",
+            "shown_person",
             "quantity",
             "unit",
             "unit_rate_usd",
@@ -233,9 +230,9 @@ def my_share_rows(user) -> Iterator[list]:
     for line in lines.iterator(chunk_size=CHUNK):
         invoice = line.invoice
         yield [
-            invoice.institution.name,
-            invoice.lab.name,
-            invoice.funding_source.name,
+            invoice.shown_institution_name,
+            invoice.shown_lab_name,
+            invoice.shown_funding_source_name,
             invoice.award_number,
             invoice.cost_center,
             f"{invoice.month:%Y-%m}",

@@ -8,12 +8,22 @@ replacement gets a new one.
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce, Concat, NullIf
 from django.utils import timezone
 
 from labgov.accounts import access
 from labgov.core.money import BudgetField, PreciseMoneyField
 from labgov.usage.models import Category as UsageCategory
+
+
+def person_name(prefix: str = ""):
+    """A person's name as invoices print it: "first last", else the username."""
+    return Coalesce(
+        NullIf(Concat(f"{prefix}first_name", Value(" "), f"{prefix}last_name"), Value(" ")),
+        f"{prefix}username",
+        Value(""),
+    )
 
 
 class InvoiceQuerySet(models.QuerySet):
@@ -52,6 +62,14 @@ class Invoice(models.Model):
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="replaced_by"
     )
     generated_at = models.DateTimeField(default=timezone.now)
+    # The spend version of the days the draft was generated from (invoicing/staleness.py):
+    # while it holds, the draft is what regenerating would give, without computing it again.
+    generated_spend_version = models.PositiveBigIntegerField(default=0)
+    # The names it was issued under, so an issued invoice reads the same after a rename
+    # ("" on drafts, which show today's names).
+    institution_name = models.CharField(max_length=200, blank=True)
+    lab_name = models.CharField(max_length=200, blank=True)
+    funding_source_name = models.CharField(max_length=300, blank=True)
     generated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
@@ -103,6 +121,18 @@ class Invoice(models.Model):
     def __str__(self) -> str:
         label = self.number or f"draft #{self.pk}"
         return f"Invoice {label} {self.month:%Y-%m}"
+
+    @property
+    def shown_institution_name(self) -> str:
+        return self.institution_name or self.institution.name
+
+    @property
+    def shown_lab_name(self) -> str:
+        return self.lab_name or self.lab.name
+
+    @property
+    def shown_funding_source_name(self) -> str:
+        return self.funding_source_name or self.funding_source.name
 
     @property
     def rounding_difference_usd(self):
@@ -181,6 +211,8 @@ class InvoiceLine(models.Model):
     person = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    # The person's name when the invoice was issued ("" on drafts and lines without a person).
+    person_name = models.CharField(max_length=300, blank=True)
     # Hours billed (from the records' buckets), or a rate's base; null where none applies.
     quantity = models.DecimalField(max_digits=20, decimal_places=4, null=True, blank=True)
     unit = models.CharField(max_length=20, blank=True)

@@ -32,6 +32,7 @@ from labgov.core.money import ZERO
 from labgov.invoicing.bridge import Bridge, period_bridge
 from labgov.invoicing.models import Invoice, InvoiceLine
 from labgov.invoicing.reconciliation import AccountPeriod, period_reconciliation
+from labgov.invoicing.staleness import stale_drafts
 from labgov.usage.models import ClosedPeriod
 from labgov.usage.periods import billing_period
 
@@ -157,6 +158,12 @@ class PeriodSummary:
     unattributed_usd: Decimal = ZERO
     runpod_usd: Decimal = ZERO
     bridge: Bridge | None = None  # for those who manage invoices, as the reconciliation
+    # Stale drafts (invoicing/staleness.py) by invoice id; each invoice carries its own too.
+    stale: dict = field(default_factory=dict)
+
+    @property
+    def stale_difference_usd(self) -> Decimal:
+        return sum((s.difference_usd for s in self.stale.values()), ZERO)
 
     @property
     def records_usd(self) -> Decimal:
@@ -191,6 +198,9 @@ def period_summary(user, institution_id: int, month: dt.date) -> PeriodSummary:
         period_invoices(institution, month, include_void=True).filter(access.invoices_q(user))
     )
     live = [i for i in invoices if i.status != Invoice.Status.VOID]
+    stale = stale_drafts(institution, month, live)
+    for invoice in live:
+        invoice.stale = stale.get(invoice.pk)
     groups, total = period_totals(live)
     start, end = billing_period(month.year, month.month, institution.time_zone)
     reconciliations = period_reconciliation(institution, month) if can_manage else []
@@ -211,7 +221,15 @@ def period_summary(user, institution_id: int, month: dt.date) -> PeriodSummary:
         bridge=period_bridge(institution, month, reconciliations=reconciliations)
         if can_manage
         else None,
+        stale=stale,
     )
+
+
+def invoice_staleness(invoice: Invoice):
+    """The draft's Stale (invoicing/staleness.py), or None."""
+    if invoice.status != Invoice.Status.DRAFT:
+        return None
+    return stale_drafts(invoice.institution, invoice.month, [invoice]).get(invoice.pk)
 
 
 def get_invoice_for_user(user, pk: int) -> Invoice:

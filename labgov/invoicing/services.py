@@ -23,10 +23,11 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from labgov.accounts import access
-from labgov.accounts.models import Institution, Membership, Role
+from labgov.accounts.models import Institution, Membership, Role, User
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.core.money import CENT, ZERO, to_cents
@@ -38,6 +39,7 @@ from labgov.invoicing.models import (
     InvoiceLine,
     LineCategory,
     ScheduledGeneration,
+    person_name,
 )
 from labgov.invoicing.reconciliation import period_reconciliation
 from labgov.runpod.models import Resource
@@ -51,6 +53,7 @@ from labgov.usage.periods import (
     period_close,
     zone,
 )
+from labgov.usage.services import spend_version
 
 # How many closed months back generation looks for usage that changed after the close.
 LATE_MONTHS = 12
@@ -80,14 +83,17 @@ def first_open_month(institution) -> dt.date | None:
 # Generation ------------------------------------------------------------------------------
 
 
-def _usage_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
-    """Unsaved usage lines per funding source id."""
+def _usage_lines(institution, month, *, now, reconcile=True) -> dict[int, list[InvoiceLine]]:
+    """Unsaved usage lines per funding source id (`reconcile=False`: without working out
+    which are reconciled, for comparing amounts only)."""
     usage = period_usage(institution, month)
     if not usage:
         return {}
-    matched = {
-        a.account.pk: a.matched_days for a in period_reconciliation(institution, month, now=now)
-    }
+    matched = (
+        {a.account.pk: a.matched_days for a in period_reconciliation(institution, month, now=now)}
+        if reconcile
+        else {}
+    )
     resources = Resource.objects.in_bulk({k[0] for k in usage})
     allocations = Allocation.objects.in_bulk({k[1] for k in usage})
     lines: dict[int, list[InvoiceLine]] = {}
@@ -117,26 +123,36 @@ def _usage_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
     return lines
 
 
-def _late_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
-    """Corrections of closed months, for the first open month only (so each is charged
-    once)."""
+def _late_months(institution, month) -> list[dt.date]:
+    """The closed months whose corrections `month`'s invoices carry (the first open month
+    only, so each is charged once), newest first."""
     if first_open_month(institution) != month:
-        return {}
-    closed = list(
+        return []
+    return list(
         ClosedPeriod.objects.filter(institution=institution, month__lt=month)
         .filter(month__in=Invoice.objects.filter(institution=institution).values("month"))
         .order_by("-month")
         .values_list("month", flat=True)[:LATE_MONTHS]
     )
+
+
+def _late_lines(institution, month, *, now, reconcile=True) -> dict[int, list[InvoiceLine]]:
+    """Corrections of closed months, for the first open month only (so each is charged
+    once)."""
+    closed = _late_months(institution, month)
     lines: dict[int, list[InvoiceLine]] = {}
     for closed_month in sorted(closed):
         changes = late_usage(institution, closed_month, into=month)
         if not changes:
             continue
-        reconciled = {
-            a.account.pk: a.reconciled
-            for a in period_reconciliation(institution, closed_month, now=now)
-        }
+        reconciled = (
+            {
+                a.account.pk: a.reconciled
+                for a in period_reconciliation(institution, closed_month, now=now)
+            }
+            if reconcile
+            else {}
+        )
         resources = Resource.objects.in_bulk({k[0] for k in changes})
         allocations = Allocation.objects.in_bulk({k[1] for k in changes})
         corrected = dict(
@@ -170,16 +186,18 @@ def _late_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
     return lines
 
 
-def _transfer_lines(institution, month, *, now) -> dict[int, list[InvoiceLine]]:
+def _transfer_lines(institution, month, *, now, reconcile=True) -> dict[int, list[InvoiceLine]]:
     """Cost transfers of the month (labgov/transfers): a negative line on the source the spend
     left and a positive one on the source it went to, each with the justification; so the
     invoices of both sources show it, and their sum with the others' is unchanged."""
     transfers = transfers_of_month(institution.pk, month)
     if not transfers:
         return {}
-    reconciled = {
-        a.account.pk: a.reconciled for a in period_reconciliation(institution, month, now=now)
-    }
+    reconciled = (
+        {a.account.pk: a.reconciled for a in period_reconciliation(institution, month, now=now)}
+        if reconcile
+        else {}
+    )
     lines: dict[int, list[InvoiceLine]] = {}
     for t in transfers:
         what = (
@@ -286,6 +304,31 @@ def _copy_funding(invoice: Invoice, fs: FundingSource) -> None:
     invoice.award_number = fs.award_number
 
 
+def generated_lines(institution, month, *, now, reconcile=True) -> dict[int, list[InvoiceLine]]:
+    """The unsaved lines generation makes for `month`, per funding source id: usage, the
+    corrections of closed months, cost transfers."""
+    generated = _usage_lines(institution, month, now=now, reconcile=reconcile)
+    for fs_id, late in _late_lines(institution, month, now=now, reconcile=reconcile).items():
+        generated.setdefault(fs_id, []).extend(late)
+    for fs_id, moved in _transfer_lines(institution, month, now=now, reconcile=reconcile).items():
+        generated.setdefault(fs_id, []).extend(moved)
+    return generated
+
+
+def draft_spend_version(institution, month: dt.date) -> int:
+    """The spend version (labgov.usage SpendVersion) of the UTC days `month`'s drafts are
+    generated from: the period's, and those of the closed months it corrects."""
+    start, end = billing_period(month.year, month.month, institution.time_zone)
+    late = _late_months(institution, month)
+    if late:
+        earliest = min(late)
+        start = billing_period(earliest.year, earliest.month, institution.time_zone)[0]
+    last = end - dt.timedelta(microseconds=1)
+    return spend_version(
+        institution.pk, start.astimezone(dt.UTC).date(), last.astimezone(dt.UTC).date()
+    )
+
+
 @transaction.atomic
 def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[Invoice]:
     """Generate (or regenerate) the drafts of one open billing period: one per funding
@@ -300,11 +343,10 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
     start, end = billing_period(month.year, month.month, institution.time_zone)
     if start > now:
         raise DomainError(f"{_month_label(month)} has not begun.")
-    generated = _usage_lines(institution, month, now=now)
-    for fs_id, late in _late_lines(institution, month, now=now).items():
-        generated.setdefault(fs_id, []).extend(late)
-    for fs_id, moved in _transfer_lines(institution, month, now=now).items():
-        generated.setdefault(fs_id, []).extend(moved)
+    # Read before the lines: a change committed meanwhile makes the drafts look stale, never
+    # the other way round.
+    version = draft_spend_version(institution, month)
+    generated = generated_lines(institution, month, now=now)
     existing = {
         invoice.funding_source_id: invoice
         for invoice in Invoice.objects.select_for_update()
@@ -342,6 +384,7 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
         _copy_funding(invoice, fs)
         invoice.period_start, invoice.period_end = start, end
         invoice.generated_at, invoice.generated_by = now, actor
+        invoice.generated_spend_version = version
         invoice.save()
         _rewrite_lines(invoice, lines, fs)
         audit_record(
@@ -471,18 +514,39 @@ def _next_number(institution_id: int, year: int) -> int:
     return counter.last_seq
 
 
+def _snapshot_names(invoice: Invoice) -> None:
+    """Keep on the invoice and its lines the names they are issued under (saved with the
+    invoice; the lines while it is still a draft, which the database's trigger requires)."""
+    invoice.institution_name = invoice.institution.name
+    invoice.lab_name = invoice.lab.name
+    invoice.funding_source_name = invoice.funding_source.name
+    names = User.objects.filter(pk=OuterRef("person_id")).annotate(n=person_name()).values("n")
+    InvoiceLine.objects.filter(invoice=invoice, person__isnull=False).update(
+        person_name=Subquery(names[:1])
+    )
+
+
 @transaction.atomic
 def invoice_issue(*, actor, invoice: Invoice, now=None) -> Invoice:
     """Number a draft and freeze it. Nobody issues an invoice carrying a credit or an
     adjustment they entered themselves: a second person does."""
     _require_manager(actor, invoice.institution_id)
     now = now or timezone.now()
-    locked = Invoice.objects.select_for_update().select_related("institution").get(pk=invoice.pk)
+    locked = (
+        Invoice.objects.select_for_update(of=("self",))
+        .select_related("institution", "lab", "funding_source")
+        .get(pk=invoice.pk)
+    )
     if locked.status != Invoice.Status.DRAFT:
         raise DomainError(f"{locked} is not a draft; it was issued already.")
     if locked.period_end > now:
         raise DomainError(f"{_month_label(locked.month)} has not ended; issue it after.")
     _refuse_closed(locked)
+    from labgov.invoicing.staleness import stale_drafts
+
+    stale = stale_drafts(locked.institution, locked.month, [locked], now=now).get(locked.pk)
+    if stale is not None:
+        raise DomainError(f"{locked} is not issued. {stale.message}")
     if actor is not None and (
         locked.lines.filter(entered_by=actor).exists()
         or locked.changed_by.filter(pk=actor.pk).exists()
@@ -498,6 +562,7 @@ def invoice_issue(*, actor, invoice: Invoice, now=None) -> Invoice:
     locked.number_year, locked.number_seq = year, seq
     locked.number = f"{year}-{seq:05d}"
     locked.issued_at, locked.issued_by = now, actor
+    _snapshot_names(locked)
     locked.save()
     audit_record(
         actor=actor,
@@ -625,8 +690,6 @@ def period_close_checked(
 
 
 def finance_people(institution_id: int):
-    from labgov.accounts.models import User
-
     return User.objects.filter(
         pk__in=Membership.objects.active()
         .filter(institution_id=institution_id, role=Role.FINANCE)

@@ -101,6 +101,7 @@ def invoice_detail(request, pk: int):
             "invoice": invoice,
             "lines": lines,
             "status": invoice_reconciliation(invoice, lines),
+            "stale": selectors.invoice_staleness(invoice),
             "can_manage": access.can_manage_invoices(request.user, invoice.institution_id),
             "line_form": LineForm(),
             "void_form": ReasonForm(),

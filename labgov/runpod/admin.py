@@ -10,6 +10,7 @@ from labgov.runpod.models import (
     Resource,
     RunpodAccount,
     SyncRun,
+    TagClaim,
 )
 
 # BillingRecord has a composite primary key, which Django's admin does not support; its
@@ -103,3 +104,12 @@ class AssignmentAdmin(ReadOnlyAdmin):
 @admin.register(AssignmentShare)
 class AssignmentShareAdmin(ReadOnlyAdmin):
     list_display = ["assignment", "allocation", "share_percent"]
+
+
+@admin.register(TagClaim)
+class TagClaimAdmin(ReadOnlyAdmin):
+    """Claims are confirmed or rejected through labgov.runpod.tag_claims (audited)."""
+
+    list_display = ["created_at", "resource", "allocation", "status", "decided_by", "decided_at"]
+    list_filter = ["status"]
+    list_select_related = ["resource", "allocation", "decided_by"]

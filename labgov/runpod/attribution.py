@@ -28,6 +28,7 @@ from labgov.runpod.models import (
     BillingRecord,
     Resource,
     ResourceKind,
+    TagClaim,
 )
 
 # The start of every resource's history: a first assignment covers all of it.
@@ -201,6 +202,25 @@ def tag_verdicts(account, tags: set[str], today: dt.date) -> dict[str, tuple[int
     return verdicts
 
 
+CLAIM_REFUSALS = {
+    "pending": (
+        "the tag waits for the allocation's holder or a lab admin to confirm it (on a Runpod "
+        "account several labs share, anyone on the team can read and copy a tag)"
+    ),
+    "rejected": "the allocation's holder or a lab admin rejected this tag",
+    "confirmed": "",
+}
+
+
+def _claims_decided(account, resources) -> dict[tuple[int, int], str]:
+    return {
+        (resource_id, allocation_id): status
+        for resource_id, allocation_id, status in TagClaim.objects.filter(
+            resource__in=[r.pk for r in resources]
+        ).values_list("resource_id", "allocation_id", "status")
+    }
+
+
 def assignment_start(
     resource: Resource, since: dt.datetime, closed_until: dt.datetime | None
 ) -> dt.datetime:
@@ -239,9 +259,19 @@ def rules_apply(*, account) -> list[int]:
     verdicts = tag_verdicts(account, tags, timezone.now().astimezone(UTC).date()) if tags else {}
     new = []
     refused = []
+    claims = []
+    decided = _claims_decided(account, unassigned) if tags and account.lab_id is None else {}
     for resource in unassigned:
         tag = tag_of(resource)
         allocation_id, refusal = verdicts[tag] if tag is not None else (None, "")
+        if allocation_id is not None and account.lab_id is None:
+            # A shared account: the tag is a claim the allocation's holder or a lab admin
+            # confirms (TagClaim); until then the resource's spend is unattributed.
+            status = decided.get((resource.pk, allocation_id), TagClaim.Status.PENDING)
+            if status == TagClaim.Status.PENDING:
+                claims.append(TagClaim(resource=resource, allocation_id=allocation_id))
+            refusal = CLAIM_REFUSALS[status]
+            allocation_id = None
         if resource.tag_refusal != refusal:
             resource.tag_refusal = refusal
             refused.append(resource)
@@ -269,6 +299,7 @@ def rules_apply(*, account) -> list[int]:
                 )
             )
     Assignment.objects.bulk_create(new)
+    TagClaim.objects.bulk_create(claims, ignore_conflicts=True)
     Resource.objects.bulk_update(refused, ["tag_refusal"], batch_size=500)
     for assignment in new:
         Resource.objects.filter(pk=assignment.resource_id).update(

@@ -411,3 +411,40 @@ class AssignmentShare(models.Model):
 
     def __str__(self) -> str:
         return f"{self.share_percent}% by {self.allocation_id}"
+
+
+class TagClaim(models.Model):
+    """A resource on a Runpod account several labs share, carrying an allocation's tag
+    (`LABGOV_ALLOCATION`). Anyone on the Runpod team can read a tag (a pod's env is listed by
+    `GET /v2/pods`) and put it on a pod of their own, so on a shared account the tag is only a
+    claim: the resource stays unattributed until the allocation's holder or a lab admin of its
+    lab confirms it (labgov/runpod/tag_claims.py). On a lab's own account a tag counts at once.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for confirmation"
+        CONFIRMED = "confirmed", "Confirmed"
+        REJECTED = "rejected", "Rejected"
+
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="tag_claims")
+    allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "pk"]
+        constraints = [
+            # One claim per resource and allocation: a rejected tag is not claimed again.
+            models.UniqueConstraint(fields=["resource", "allocation"], name="tag_claim_once"),
+            models.CheckConstraint(
+                condition=Q(status="pending") | Q(decided_at__isnull=False),
+                name="tag_claim_decided_has_time",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource} claims {self.allocation_id} ({self.status})"

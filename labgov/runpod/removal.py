@@ -35,6 +35,7 @@ from labgov.runpod.models import (
     Resource,
     RunpodAccount,
     SyncRun,
+    TagClaim,
 )
 
 ZERO = Decimal(0)
@@ -250,6 +251,7 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
         MonthlySpend.objects.filter(account=locked).delete()
         BillingRecord.objects.filter(resource__in=resources).delete()
         AccountBillingRecord.objects.filter(account=locked).delete()
+        TagClaim.objects.filter(resource__in=resources).delete()
         Assignment.objects.filter(resource__in=resources).delete()
         AttributionRule.objects.filter(account=locked).delete()
         resources.delete()

@@ -17,5 +17,7 @@ urlpatterns = [
     path("resources/<int:pk>/assign/", views.resource_assign_view, name="resource_assign"),
     path("unattributed/", views.unattributed_queue, name="unattributed"),
     path("rules/", views.rule_list, name="rules"),
+    path("tag-claims/", views.tag_claims, name="tag_claims"),
+    path("tag-claims/<int:pk>/<str:decision>/", views.tag_claim_decide, name="tag_claim_decide"),
     path("rules/<int:pk>/deactivate/", views.rule_deactivate_view, name="rule_deactivate"),
 ]

@@ -3,6 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Q
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
@@ -40,6 +41,8 @@ from labgov.runpod.services import (
     rule_deactivate,
     sync_request,
 )
+from labgov.runpod.tag_claims import claims_for as tag_claims_for
+from labgov.runpod.tag_claims import tag_claim_confirm, tag_claim_reject
 
 
 def _field_error(form, exc: DomainError) -> None:
@@ -378,3 +381,27 @@ def rule_deactivate_view(request, pk: int):
     rule_deactivate(actor=request.user, rule=rule)
     messages.success(request, "Rule switched off; what it assigned stays assigned.")
     return redirect("runpod:rules")
+
+
+@login_required
+@require_http_methods(["GET"])
+def tag_claims(request):
+    claims = list(tag_claims_for(request.user))
+    return render(request, "runpod/tag_claims.html", {"claims": claims})
+
+
+@login_required
+@require_POST
+def tag_claim_decide(request, pk: int, decision: str):
+    claim = access.get_or_404(tag_claims_for(request.user), pk=pk)
+    act = {"confirm": tag_claim_confirm, "reject": tag_claim_reject}.get(decision)
+    if act is None:
+        raise Http404("No such decision.")
+    try:
+        act(actor=request.user, claim=claim)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        done = "now paid by" if decision == "confirm" else "stays unattributed, not paid by"
+        messages.success(request, f"{claim.resource} {done} {claim.allocation}.")
+    return redirect("runpod:tag_claims")

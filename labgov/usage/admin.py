@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from labgov.core.admin import ReadOnlyAdmin
-from labgov.usage.models import ClosedPeriod, DailySpend, MonthlySpend
+from labgov.usage.models import ClosedPeriod, DailySpend, MonthlySpend, SpendVersion
 
 # Rollups are derived from billing records by the sync; they are read here, never edited.
 
@@ -27,3 +27,12 @@ class ClosedPeriodAdmin(ReadOnlyAdmin):
 
     list_display = ["month", "institution", "closed_by", "closed_at"]
     list_select_related = ["institution", "closed_by"]
+
+
+@admin.register(SpendVersion)
+class SpendVersionAdmin(ReadOnlyAdmin):
+    """Bumped with the rollups; drafts compare it to know whether they may be stale."""
+
+    list_display = ["day", "account", "version"]
+    list_filter = ["account"]
+    list_select_related = ["account"]

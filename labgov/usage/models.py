@@ -123,3 +123,22 @@ class ClosedPeriod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m} closed"
+
+
+class SpendVersion(models.Model):
+    """How often an account's spend of one UTC day changed (billing records written, spend
+    re-attributed or split, a cost transfer applied): bumped with the rollups, in the same
+    transaction. A draft invoice keeps the sum over the days it depends on when it is
+    generated, so seeing whether it may be stale costs one small query (labgov.invoicing)."""
+
+    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    version = models.PositiveBigIntegerField(default=1)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["account", "day"], name="spend_version_account_day")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} v{self.version}"

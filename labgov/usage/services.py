@@ -2,7 +2,9 @@ import datetime as dt
 from collections import defaultdict
 from decimal import Decimal
 
-from django.db.models.functions import TruncDay
+from django.db import connection
+from django.db.models import Sum
+from django.db.models.functions import Coalesce, TruncDay
 
 from labgov.core.money import ZERO, grouped_multi_sums, split_by_shares
 from labgov.core.periods import UTC
@@ -10,7 +12,7 @@ from labgov.funding.models import Allocation
 from labgov.runpod.attribution import split_segments
 from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import BillingRecord, ResourceKind
-from labgov.usage.models import Category, DailySpend, MonthlySpend
+from labgov.usage.models import Category, DailySpend, MonthlySpend, SpendVersion
 
 COLUMNS = [
     "total_usd",
@@ -92,6 +94,29 @@ def rollups_rebuild(*, account, days) -> None:
         batch_size=1000,
     )
     months_rebuild(account=account, months={d.replace(day=1) for d in days})
+    spend_changed(account_id=account.pk, days=days)
+
+
+def spend_changed(*, account_id: int, days) -> None:
+    """Count a change of the account's spend on these UTC days (SpendVersion), in the caller's
+    transaction and under the account lock the rollups' writers hold."""
+    table = SpendVersion._meta.db_table
+    with connection.cursor() as cursor:
+        # Only the model's own table name goes into the SQL; the values are parameters.
+        cursor.executemany(
+            f"INSERT INTO {table} (account_id, day, version) VALUES (%s, %s, 1)"  # noqa: S608
+            f" ON CONFLICT (account_id, day) DO UPDATE SET version = {table}.version + 1",
+            [(account_id, day) for day in sorted(set(days))],
+        )
+
+
+def spend_version(institution_id: int, first_day: dt.date, last_day: dt.date) -> int:
+    """A number that changes whenever spend of the institution's accounts on a UTC day in
+    [first_day, last_day] changes."""
+    version = SpendVersion.objects.filter(
+        account__institution_id=institution_id, day__gte=first_day, day__lte=last_day
+    ).aggregate(v=Coalesce(Sum("version"), 0))["v"]
+    return int(version)
 
 
 def split_deltas(

@@ -42,7 +42,14 @@ def _spent(allocation) -> Decimal:
 
 @pytest.fixture
 def account(world):
+    """An account the institution's labs share (no lab of its own)."""
     return RunpodAccountFactory(institution=world.institution)
+
+
+@pytest.fixture
+def vision_account(world):
+    """The Vision lab's own account, where its allocations' tags count at once."""
+    return RunpodAccountFactory(institution=world.institution, lab=world.lab)
 
 
 def test_timeline_picks_latest_assignment_at_or_before_the_bucket(world, account):
@@ -100,7 +107,8 @@ def test_rule_precedence_env_then_template_then_longest_prefix_then_account(worl
     assert rule_for(pod, rules) == whole
 
 
-def test_allocation_tag_assigns_from_the_resources_creation(world, account):
+def test_allocation_tag_assigns_from_the_resources_creation(world, vision_account):
+    account = vision_account
     pod = ResourceFactory(
         account=account,
         env={"LABGOV_ALLOCATION": world.allocation.tag_code},
@@ -138,12 +146,14 @@ def test_a_tag_that_is_no_allocations_code_here_is_refused(world, account, tag):
     assert pod.tag_refusal == UNKNOWN_TAG
 
 
-def test_another_labs_tag_is_honoured_on_a_shared_account_only(world, account):
+def test_another_labs_tag_is_a_claim_on_a_shared_account_and_refused_on_a_labs_own(
+    world, account, vision_account
+):
     nlp = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
     shared = ResourceFactory(account=account, env={"LABGOV_ALLOCATION": nlp.tag_code})
-    vision_account = RunpodAccountFactory(institution=world.institution, lab=world.lab)
     own = ResourceFactory(account=vision_account, env={"LABGOV_ALLOCATION": nlp.tag_code})
-    assert rules_apply(account=account) == [shared.pk]
+    assert rules_apply(account=account) == []
+    assert shared.tag_claims.get().allocation == nlp
     assert rules_apply(account=vision_account) == []
     own.refresh_from_db()
     assert "may not use this Runpod account" in own.tag_refusal
@@ -169,7 +179,8 @@ def test_an_inactive_allocations_tag_is_refused(world, account):
     assert "funding source is closed" in live.tag_refusal
 
 
-def test_a_tag_never_reaches_into_a_closed_period(world, account):
+def test_a_tag_never_reaches_into_a_closed_period(world, vision_account):
+    account = vision_account
     pod = ResourceFactory(
         account=account,
         env={"LABGOV_ALLOCATION": world.allocation.tag_code},

@@ -337,7 +337,11 @@ def _tagged_pod(sim, name, tag):
         )
 
 
-def test_allocation_tag_attribution_from_a_created_pod(sim, world, sim_account, fast_clients):
+def test_allocation_tag_attribution_from_a_created_pod_on_a_labs_own_account(
+    sim, world, sim_account, fast_clients
+):
+    sim_account.lab = world.lab  # the Vision lab's own Runpod team: its tags count at once
+    sim_account.save(update_fields=["lab"])
     pod = _tagged_pod(sim, "adhoc-run", world.allocation.tag_code)
     sim.advance(hours=3)
     with time_machine.travel(sim.state.now, tick=True):
@@ -347,6 +351,91 @@ def test_allocation_tag_attribution_from_a_created_pod(sim, world, sim_account, 
     assert resource.assignments.get().starts_at == hour(pod.created_at)
     assert _stored_total(sim_account, resource=resource) > 0
     assert _stored_total(sim_account, resource=resource, allocation__isnull=True) == 0
+
+
+def test_a_copied_tag_on_a_shared_account_charges_nothing_until_its_holder_confirms(
+    sim, world, sim_account, fast_clients, client_for
+):
+    """Issue 22 (attacker review): tag codes are readable by the whole Runpod team (a pod's
+    env is listed by GET /v2/pods). Someone else starts an 8×H100 pod carrying the student's
+    code on the account the labs share: it stays unattributed, a claim waits, and only the
+    student (or a lab admin) charges it, audited."""
+    from labgov.audit.models import AuditEvent
+    from labgov.runpod.models import TagClaim
+
+    with RunpodClient(base_url=sim.base_url, api_key=SIM_KEY) as client:
+        pod = client.create_pod(
+            {
+                "name": "not-mine",
+                "image": "pytorch/pytorch:2.8.0",
+                "gpu": {"id": "NVIDIA H100 80GB HBM3", "count": 8},
+                "cloud": "SECURE",
+                "env": {"LABGOV_ALLOCATION": world.allocation.tag_code},
+            }
+        )
+    sim.advance(hours=3)
+    with time_machine.travel(sim.state.now, tick=True):
+        _sync(sim_account, fast_clients)
+        resource = Resource.objects.get(runpod_id=pod.id)
+        assert resource.current_allocation is None and not resource.assignments.exists()
+        billed = _stored_total(sim_account, resource=resource)
+        assert billed > 0
+        assert _stored_total(sim_account, resource=resource, allocation__isnull=True) == billed
+        spent = Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd
+        assert "waits for the allocation's holder" in resource.tag_refusal
+        claim = TagClaim.objects.get(resource=resource)
+        assert claim.allocation == world.allocation and claim.status == "pending"
+
+        # A second sync neither charges it nor claims it twice.
+        sim.advance(hours=1)
+        _sync(sim_account, fast_clients)
+        assert TagClaim.objects.filter(resource=resource).count() == 1
+        assert Resource.objects.get(pk=resource.pk).current_allocation is None
+
+        # Nobody but the holder or a lab admin of the lab decides it.
+        url = reverse("runpod:tag_claim_decide", args=[claim.pk, "confirm"])
+        for someone in (world.other_member, world.finance, world.outsider):
+            assert client_for(someone).post(url).status_code in (403, 404)
+        assert client_for(world.member).get(url).status_code == 405
+        page = client_for(world.member).get(reverse("runpod:tag_claims")).content.decode()
+        assert "not-mine" in page
+        assert TagClaim.objects.get(pk=claim.pk).status == "pending"
+
+        response = client_for(world.member).post(url)
+        assert response.status_code == 302
+        resource.refresh_from_db()
+        assert resource.current_allocation == world.allocation and resource.tag_refusal == ""
+        assert resource.assignments.get().starts_at <= hour(pod.created_at) + dt.timedelta(hours=1)
+        assert _stored_total(sim_account, resource=resource, allocation__isnull=True) == 0
+        after = Allocation.objects.with_figures().get(pk=world.allocation.pk).spent_usd
+        assert after - spent == _stored_total(sim_account, resource=resource)
+    claim.refresh_from_db()
+    assert claim.status == "confirmed" and claim.decided_by == world.member
+    event = AuditEvent.objects.get(action="tag_claim.confirm", target_id=str(claim.pk))
+    assert event.actor == world.member
+
+
+def test_a_rejected_tag_claim_stays_unattributed_and_is_not_claimed_again(
+    sim, world, sim_account, fast_clients
+):
+    from labgov.core.errors import DomainError
+    from labgov.runpod.models import TagClaim
+    from labgov.runpod.tag_claims import tag_claim_confirm, tag_claim_reject
+
+    pod = _tagged_pod(sim, "copied-tag", world.allocation.tag_code)
+    sim.advance(hours=2)
+    with time_machine.travel(sim.state.now, tick=True):
+        _sync(sim_account, fast_clients)
+        claim = TagClaim.objects.get(resource__runpod_id=pod.id)
+        tag_claim_reject(actor=world.lab_admin, claim=claim)
+        with pytest.raises(DomainError, match="rejected already"):
+            tag_claim_confirm(actor=world.member, claim=claim)
+        sim.advance(hours=1)
+        _sync(sim_account, fast_clients)
+    resource = Resource.objects.get(runpod_id=pod.id)
+    assert resource.current_allocation is None
+    assert "rejected" in resource.tag_refusal
+    assert TagClaim.objects.filter(resource=resource).count() == 1
 
 
 def test_a_team_member_cannot_bill_an_allocation_by_its_number(

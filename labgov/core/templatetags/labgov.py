@@ -18,6 +18,13 @@ def usd(amount) -> str:
 
 
 @register.filter
+def usd_signed(amount) -> str:
+    """A difference in cents with its sign (+$1.00, −$1.00, $0.00)."""
+    text = usd(amount)
+    return f"+{text}" if text.startswith("$") and to_cents(Decimal(amount)) > 0 else text
+
+
+@register.filter
 def percent_of(part, whole) -> str:
     if not whole:
         return "–"

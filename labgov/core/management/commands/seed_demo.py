@@ -76,9 +76,32 @@ class Command(BaseCommand):
         run = account_sync(account_id=account.pk, trigger=SyncRun.Trigger.COMMAND)
         if run.status == SyncRun.Status.SUCCEEDED:
             self.stdout.write(self.style.SUCCESS(f"Synced {run.counts.get('records', 0)} records."))
+            self._confirm_tags(account)
             self._claim_stopped_pod(account)
         else:
             self.stdout.write(self.style.WARNING(f"Sync {run.status}: {run.error}"))
+
+    def _confirm_tags(self, account) -> None:
+        """The demo account is shared by the institution's labs, so its tagged pods wait for
+        their allocations' holders (runpod/tag_claims.py): in the demo each holder has
+        confirmed their own."""
+        from labgov.runpod.models import TagClaim
+        from labgov.runpod.tag_claims import tag_claim_confirm
+
+        for claim in TagClaim.objects.filter(
+            resource__account=account, status=TagClaim.Status.PENDING
+        ).select_related("allocation__user", "allocation__funding_source"):
+            # A project's allocation has no holder: its lab's admin confirms.
+            person = claim.allocation.user or (
+                User.objects.filter(
+                    memberships__lab_id=claim.allocation.funding_source.lab_id,
+                    memberships__role=Role.LAB_ADMIN,
+                )
+                .order_by("pk")
+                .first()
+            )
+            if person is not None:
+                tag_claim_confirm(actor=person, claim=claim)
 
     def _claim_stopped_pod(self, account) -> None:
         """Journey 3 in the demo: Pia claims Kim's forgotten annotation pod from the
