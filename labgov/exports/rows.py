@@ -30,6 +30,7 @@ class InvoiceHeader:
     exact_total_usd: Decimal  # the exact sum of the lines
     line_count: int
     reconciled: bool  # every line reconciled
+    why_not: tuple[str, ...] = ()  # in words, when not
 
     @property
     def period(self) -> str:

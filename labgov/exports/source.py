@@ -13,6 +13,7 @@ from labgov.core.csv_export import copy_csv_stream, csv_stream
 from labgov.core.errors import DomainError
 from labgov.exports.rows import InvoiceExport, InvoiceHeader, LineRow
 from labgov.invoicing.models import Invoice, InvoiceLine, LineCategory, person_name
+from labgov.invoicing.reconciliation import InvoiceReconciliation, invoices_reconciliation
 from labgov.runpod.models import BillingRecord
 from labgov.runpod.partitions import detached_within
 from labgov.usage.periods import billing_period
@@ -45,7 +46,12 @@ def invoice_for(user, pk: int):
     )
 
 
-def header(invoice) -> InvoiceHeader:
+# Which lines are reconciled now, as the invoice's page says: a line generated while a day was
+# missing is reconciled once its days are matched (its stored flag is frozen with the
+# invoice). Worked out for the invoices generated provisional, all of a period's at once.
+
+
+def header(invoice, status: InvoiceReconciliation | None = None) -> InvoiceHeader:
     return InvoiceHeader(
         pk=invoice.pk,
         label=invoice.number or f"draft #{invoice.pk}",
@@ -62,11 +68,13 @@ def header(invoice) -> InvoiceHeader:
         total_usd=invoice.total_usd,
         exact_total_usd=invoice.exact_total_usd,
         line_count=invoice.line_count,
-        reconciled=not invoice.has_unreconciled,
+        reconciled=status.reconciled if status is not None else not invoice.has_unreconciled,
+        why_not=tuple(status.why_not) if status is not None else (),
     )
 
 
-def lines(invoice_id: int) -> Iterator[LineRow]:
+def lines(invoice_id: int, reconciled_now: set[int] | None = None) -> Iterator[LineRow]:
+    """`reconciled_now`: the lines reconciled now (live_reconciliation), when it was asked."""
     # An issued invoice prints the name it was issued under; a draft, today's.
     person = Coalesce(NullIf("person_name", Value("")), person_name("person__"))
     rows = (
@@ -83,22 +91,40 @@ def lines(invoice_id: int) -> Iterator[LineRow]:
             "amount_usd",
             "exact_amount_usd",
             "reconciled",
+            "pk",
         )
     )
-    for category, description, name, *rest in rows.iterator(chunk_size=CHUNK):
-        yield LineRow(_CATEGORY.get(category, category), description, name or "", *rest)
+    for category, description, name, *rest, reconciled, pk in rows.iterator(chunk_size=CHUNK):
+        if reconciled_now is not None:
+            reconciled = pk in reconciled_now
+        yield LineRow(_CATEGORY.get(category, category), description, name or "", *rest, reconciled)
 
 
-def export_of(invoice) -> InvoiceExport:
-    return InvoiceExport(header(invoice), lines(invoice.pk))
+def live_headers(invoices) -> list[InvoiceHeader]:
+    """Headers reconciled as of now, in a fixed number of queries."""
+    invoices = list(invoices)
+    status = invoices_reconciliation(invoices)
+    return [header(invoice, status.get(invoice.pk)) for invoice in invoices]
+
+
+_ASK = object()
+
+
+def export_of(invoice, status: InvoiceReconciliation | None | object = _ASK) -> InvoiceExport:
+    """`status`: what invoices_reconciliation said of it (None: generated reconciled)."""
+    if status is _ASK:
+        status = invoices_reconciliation([invoice]).get(invoice.pk)
+    return InvoiceExport(
+        header(invoice, status), lines(invoice.pk, status.line_ids if status else None)
+    )
 
 
 def period_exports(user, *, institution_id: int, month: dt.date) -> list[InvoiceExport]:
-    """Headers now (a few hundred invoices at most); each one's lines when they are read."""
-    return [
-        export_of(invoice)
-        for invoice in period_invoices(user, institution_id=institution_id, month=month)
-    ]
+    """Headers now (a few hundred invoices at most); each one's lines when they are read.
+    Which lines are reconciled now is worked out for all of them at once."""
+    invoices = list(period_invoices(user, institution_id=institution_id, month=month))
+    status = invoices_reconciliation(invoices)
+    return [export_of(invoice, status.get(invoice.pk)) for invoice in invoices]
 
 
 def line_total(exports: list[InvoiceExport]) -> int:

@@ -109,7 +109,7 @@ def period_journal_csv(request, pk: int, year: int, month: int):
     invoices = source.period_invoices(request.user, institution_id=pk, month=first)
     journal_id = f"LABGOV-{institution.slug.upper()}-{first:%Y%m}"
     postings = journal_rows(
-        (source.header(invoice) for invoice in invoices),
+        source.live_headers(invoices),
         journal_id=journal_id,
         gl_account=settings.LABGOV_JOURNAL_GL_ACCOUNT,
         description=f"Runpod cloud GPU chargeback {first:%b %Y}",

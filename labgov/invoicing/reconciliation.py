@@ -242,12 +242,62 @@ class InvoiceReconciliation:
         return not self.why_not
 
 
+def _extents(resource_ids, start, end) -> dict[int, tuple[dt.datetime, dt.datetime]]:
+    return {
+        row[0]: (row[1], row[2])
+        for row in BillingRecord.objects.filter(
+            resource_id__in=resource_ids, bucket_start__gte=start, bucket_start__lt=end
+        )
+        .values("resource_id")
+        .order_by()
+        .annotate(first=Min("bucket_start"), last=Max("bucket_start"))
+        .values_list("resource_id", "first", "last")
+    }
+
+
+def invoices_reconciliation(invoices) -> dict[int, InvoiceReconciliation]:
+    """invoice_reconciliation for many invoices of one institution in a fixed number of
+    queries: those with a line generated provisional (`has_unreconciled`, annotated by the
+    caller), their lines and their resources' extents read at once, each month reconciled
+    once. Invoices generated reconciled throughout are not in the answer."""
+    from labgov.invoicing.models import InvoiceLine
+
+    pending = [invoice for invoice in invoices if invoice.has_unreconciled]
+    if not pending:
+        return {}
+    lines: dict[int, list] = defaultdict(list)
+    for line in InvoiceLine.objects.filter(invoice__in=pending).order_by("invoice_id", "position"):
+        lines[line.invoice_id].append(line)
+    extents: dict[tuple, dict] = {}
+    for span in {(i.period_start, i.period_end) for i in pending}:
+        ids = {
+            line.resource_id
+            for i in pending
+            if (i.period_start, i.period_end) == span
+            for line in lines[i.pk]
+            if line.resource_id and not line.reconciled
+        }
+        extents[span] = _extents(ids, *span)
+    periods: dict = {}
+    return {
+        i.pk: invoice_reconciliation(
+            i, lines[i.pk], periods=periods, extents=extents[(i.period_start, i.period_end)]
+        )
+        for i in pending
+    }
+
+
 def _days_text(days) -> str:
     return ", ".join(f"{d.day} {d:%b}" for d in sorted(days))
 
 
-def invoice_reconciliation(invoice, lines, *, now: dt.datetime | None = None):
-    """`lines`: the invoice's lines (read once by the caller)."""
+def invoice_reconciliation(
+    invoice, lines, *, now: dt.datetime | None = None, periods=None, extents=None
+):
+    """`lines`: the invoice's lines (read once by the caller). `periods`: a dict the caller
+    keeps across invoices of one institution, so each month is reconciled once for all;
+    `extents`: the first and last record of each resource in the invoice's period, when the
+    caller read them for several invoices at once (invoices_reconciliation)."""
     from labgov.invoicing.lines import local_days
     from labgov.invoicing.models import InvoiceLine
 
@@ -256,7 +306,7 @@ def invoice_reconciliation(invoice, lines, *, now: dt.datetime | None = None):
     if not pending:
         return InvoiceReconciliation({line.pk for line in lines}, [])
     institution = invoice.institution
-    periods: dict[dt.date, dict[int, AccountPeriod]] = {}
+    periods = {} if periods is None else periods  # month -> {account id: AccountPeriod}
 
     def period_of(month: dt.date) -> dict[int, AccountPeriod]:
         if month not in periods:
@@ -266,18 +316,12 @@ def invoice_reconciliation(invoice, lines, *, now: dt.datetime | None = None):
         return periods[month]
 
     # The days each resource billed in the period: a line's days are among them.
-    extents = {
-        row[0]: (row[1], row[2])
-        for row in BillingRecord.objects.filter(
-            resource_id__in={line.resource_id for line in pending if line.resource_id},
-            bucket_start__gte=invoice.period_start,
-            bucket_start__lt=invoice.period_end,
+    if extents is None:
+        extents = _extents(
+            {line.resource_id for line in pending if line.resource_id},
+            invoice.period_start,
+            invoice.period_end,
         )
-        .values("resource_id")
-        .order_by()
-        .annotate(first=Min("bucket_start"), last=Max("bucket_start"))
-        .values_list("resource_id", "first", "last")
-    }
     reconciled = {line.pk for line in lines if line.reconciled}
     missing: dict[tuple[str, str], set] = defaultdict(set)  # (account, what) -> days
     whole_months: dict[str, set[dt.date]] = defaultdict(set)  # account -> months not reconciled

@@ -12,6 +12,7 @@ from labgov.core.errors import DomainError
 from labgov.invoicing import selectors, services
 from labgov.invoicing.forms import CloseForm, LineForm, ReasonForm
 from labgov.invoicing.reconciliation import invoice_reconciliation
+from labgov.usage.periods import is_closed
 
 
 def _month(year: int, month: int) -> dt.date:
@@ -103,6 +104,9 @@ def invoice_detail(request, pk: int):
             "status": invoice_reconciliation(invoice, lines),
             "stale": selectors.invoice_staleness(invoice),
             "can_manage": access.can_manage_invoices(request.user, invoice.institution_id),
+            # After close nothing of the month changes (services._refuse_closed): no action
+            # that would be refused is offered.
+            "month_closed": is_closed(invoice.institution_id, invoice.month),
             "line_form": LineForm(),
             "void_form": ReasonForm(),
         },

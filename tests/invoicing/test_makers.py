@@ -160,3 +160,19 @@ def test_the_attacks_through_the_pages(world, draft, client_for):
     assert "October 2026 is closed" in page.content.decode()
     draft.refresh_from_db()
     assert draft.status == "issued"
+
+
+def test_a_closed_months_invoice_offers_no_void_or_lines(world, draft, client_for):
+    url = reverse("invoicing:invoice", args=[draft.pk])
+    finance = client_for(world.finance)
+    page = finance.get(url).content.decode()
+    assert 'id="month-closed"' not in page and reverse("invoicing:issue", args=[draft.pk]) in page
+    period_close_checked(
+        actor=MembershipFactory(role=Role.FINANCE, lab=None, institution=world.institution).user,
+        institution=world.institution,
+        month=OCT,
+    )
+    page = finance.get(url).content.decode()
+    assert "October 2026 is closed: this invoice is frozen" in page
+    for action in ("invoicing:void", "invoicing:issue", "invoicing:line_add"):
+        assert reverse(action, args=[draft.pk]) not in page

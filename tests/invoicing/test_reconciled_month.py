@@ -87,6 +87,49 @@ def test_an_issued_invoices_lines_become_reconciled_when_their_days_do(
     assert "Reconciled: every line" in page and "Provisional" not in page
 
 
+def _exports(client, invoice) -> tuple[str, list[str], str, str]:
+    """What the invoice's PDF, CSV (its lines' column), XLSX and the month's journal say."""
+    import csv
+    import io
+
+    import openpyxl
+    import pypdf
+
+    pdf = client.get(reverse("exports:invoice_pdf", args=[invoice.pk])).content
+    text = " ".join(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(pdf)).pages)
+    text = " ".join(text.split())
+    lines = b"".join(client.get(reverse("exports:invoice_csv", args=[invoice.pk]))).decode()
+    flags = [row["reconciled"] for row in csv.DictReader(io.StringIO(lines))]
+    xlsx = client.get(reverse("exports:invoice_xlsx", args=[invoice.pk])).content
+    summary = openpyxl.load_workbook(io.BytesIO(xlsx))["Summary"]
+    args = [invoice.institution_id, 2026, 10]
+    journal = b"".join(client.get(reverse("exports:period_journal_csv", args=args))).decode()
+    (posting,) = [
+        r for r in csv.DictReader(io.StringIO(journal)) if not r["status"].startswith("not")
+    ]
+    return text, flags, summary["L2"].value, posting["status"]
+
+
+def test_an_issued_invoices_exports_say_what_its_page_says(world, account, october, client_for):
+    """Its PDF, CSV and XLSX and the journal read reconciled once the days are matched, and
+    until then the PDF says in words which day is missing."""
+    synced(account, at(2026, 9, 30), at(2026, 10, 12, 6))
+    synced(account, at(2026, 10, 13), at(2026, 11, 2))
+    (draft,) = invoices_generate(actor=world.finance, institution=world.institution, month=OCT)
+    invoice = invoice_issue(actor=world.finance, invoice=draft)
+    client = client_for(world.finance)
+    text, flags, summary, posting = _exports(client, invoice)
+    assert "Reconciliation: provisional" in text and "Main: 12 Oct not synced whole yet" in text
+    assert "no" in flags and "yes" in flags  # 15 October's storage line is matched already
+    assert summary == "provisional" and posting == "issued, provisional"
+
+    synced(account, at(2026, 10, 12), at(2026, 10, 13))  # a later sync fetches the day
+    text, flags, summary, posting = _exports(client, invoice)
+    assert "Reconciliation: reconciled" in text and "not synced whole" not in text
+    assert set(flags) == {"yes"}
+    assert summary == "reconciled" and posting == "issued, reconciled"
+
+
 def test_a_day_that_differs_is_named(world, account, pod, october):
     from labgov.runpod.models import BillingRecord
 
