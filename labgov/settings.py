@@ -478,6 +478,10 @@ LABGOV_AFTER_SYNC = [
     "labgov.alerts.tasks.evaluation_after_sync",
     "labgov.retention.tasks.evaluation_after_sync",
 ]
+# What runs in the transaction of every re-attribution of a resource (runpod.services.
+# resource_assign): `step(*, actor, resource, before_allocation_id)`. A retention case follows
+# the lab that pays.
+LABGOV_AFTER_ASSIGN = ["labgov.retention.services.case_follow_payer"]
 # Seconds, when set, override the minutes (the deploy smoke test syncs every few seconds).
 LABGOV_SYNC_INTERVAL_SECONDS = env_int(
     "LABGOV_SYNC_INTERVAL_SECONDS", LABGOV_SYNC_INTERVAL_MINUTES * 60, minimum=1

@@ -481,6 +481,30 @@ def confirm_tag_claim(world, who):
     return pod.current_allocation_id == allocation.pk
 
 
+def include_blocking_pod(world, who):
+    from labgov.retention.services import case_include_pod
+
+    case = _retention_case(world)
+    pod = make_pod(
+        case.resource.account,
+        world.allocation,
+        status="EXITED",
+        network_volume_id=case.resource.runpod_id,
+    )
+    return case_include_pod(actor=who, case=case, pod=pod).included_pods.filter(pk=pod.pk).exists()
+
+
+def lift_institution_legal_hold(world, who):
+    from labgov.retention.services import case_hold, hold_lift
+
+    case = _retention_case(world)
+    case_hold(
+        actor=world.inst_admin, case=case, kind="legal", reason="Litigation", payer=world.allocation
+    )
+    case.refresh_from_db()
+    return hold_lift(actor=who, case=case, note="Settled").state == "open"
+
+
 POWERS = {
     "Move spend of an open month between allocations at once (cost transfer)": (transfer_at_once),
     "Propose a cost transfer between allocations of their lab": propose_transfer,
@@ -525,6 +549,10 @@ POWERS = {
     "Approve deleting a volume they asked to delete themselves": approve_own_deletion,
     "Confirm an allocation tag on a shared Runpod account (charging the tagged resource to the "
     "allocation)": confirm_tag_claim,
+    "Include a stopped pod that blocks a volume's deletion in its retention case": (
+        include_blocking_pod
+    ),
+    "Lift a legal or audit hold an institution admin placed": lift_institution_legal_hold,
 }
 
 

@@ -7,7 +7,7 @@ estimate, submission and approval all judge a request the same way without extra
 
 import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from labgov.core.money import ZERO, to_cents
 from labgov.funding.models import FundingSource
@@ -353,6 +353,7 @@ def _allocation_findings(req, *, allocation, estimate, today) -> list[Finding]:
                 "no new commitments.",
             )
         )
+    out += _storage_after_funding(req, allocation=allocation, estimate=estimate, today=today)
     remaining = getattr(allocation, "remaining_usd", None)
     if remaining is not None and estimate.total_usd > remaining:
         out.append(
@@ -363,6 +364,39 @@ def _allocation_findings(req, *, allocation, estimate, today) -> list[Finding]:
             )
         )
     return out
+
+
+def _storage_after_funding(req, *, allocation, estimate, today) -> list[Finding]:
+    """Storage kept after the work that outlives the funding source (90 days kept on a grant
+    ending in 25): the part past its end, in dollars, and who pays for it then. The work is
+    taken to start today and run its hours back to back, so the figure is the least of it."""
+    kept = Decimal(req.storage_kept_days or 0)
+    if today is None or kept <= 0 or estimate.storage_after_usd <= 0:
+        return []
+    if req.deployment_model == M.SERVERLESS:
+        work_days = Decimal(req.duration_days or 0)
+    else:
+        work_days = Decimal(req.expected_hours or 0) / 24
+    source = allocation.funding_source
+    left = Decimal((source.end_date - today).days)
+    after = work_days + kept - max(work_days, left)
+    if after <= 0:
+        return []
+    after = min(after, kept)
+    dollars = estimate.storage_after_usd * after / kept
+    days = after.to_integral_value(rounding=ROUND_CEILING)
+    lab = req.lab  # loaded already: the policy is the lab's
+    return [
+        Finding(
+            "storage_outlives_funding",
+            f"The storage is kept {kept.normalize():f} days after the work, but {source.name} "
+            f"ends {source.end_date:%Y-%m-%d}: about {days:f} of those days, {_usd(dollars)}, "
+            f"fall after it ends, and it pays nothing then. From then on {lab.name} pays from "
+            "other funding: its retention case, opened before the grant ends, moves the data "
+            "to other funding or holds it naming who pays; otherwise the data is deleted.",
+            blocking=False,
+        )
+    ]
 
 
 def _advice(req, *, estimate) -> list[Finding]:

@@ -15,7 +15,7 @@ from labgov.core.queue import task_enqueue_on_commit
 from labgov.retention import services
 from labgov.retention.models import Hold, RetentionCase, State
 from labgov.retention.policies import Resolver
-from labgov.retention.triggers import candidates
+from labgov.retention.triggers import candidates, lab_of
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +48,11 @@ def retention_evaluate(*, institution_id: int, now: dt.datetime | None = None) -
         c.resource_id: c
         for c in RetentionCase.objects.active()
         .filter(institution_id=institution_id)
-        .select_related("resource")
+        .select_related("resource__account", "resource__current_allocation__funding_source")
     }
     for resource_id, candidate in found.items():
         policy = resolver.for_lab(candidate.lab_id)
-        near = (candidate.due_date - today).days <= max(policy.warning_steps)
+        near = candidate.opens_on(policy) <= today
         if not policy.is_active or not near or resource_id in active:
             continue
         try:
@@ -63,6 +63,14 @@ def retention_evaluate(*, institution_id: int, now: dt.datetime | None = None) -
         active[resource_id] = case
         result.opened.append(case.pk)
     for resource_id, case in active.items():
+        if lab_of(case.resource) != case.lab_id:
+            # Re-attributed where no after-assign step ran (a rule, a script): the case goes
+            # to the lab that pays before anything else is decided on it.
+            with transaction.atomic():
+                services.case_follow_payer(
+                    actor=None, resource=case.resource, before_allocation_id=None
+                )
+            case.refresh_from_db()
         _follow(case, found.get(resource_id), resolver, today, result)
     return result
 
@@ -76,8 +84,7 @@ def _cleared(case, candidate, resolver, today) -> bool:
         return False
     if candidate is None:
         return True
-    window = max(resolver.for_lab(candidate.lab_id).warning_steps)
-    return (candidate.due_date - today).days > window
+    return candidate.opens_on(resolver.for_lab(candidate.lab_id)) > today
 
 
 def _follow(case, candidate, resolver, today, result) -> None:

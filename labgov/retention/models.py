@@ -146,6 +146,12 @@ class RetentionCase(models.Model):
     # with, and what the audit keeps once it is gone.
     last_known = models.JSONField(default=dict, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Stopped pods that mount the network volume, deleted with it (Runpod refuses to delete a
+    # volume any pod mounts): requested and approved together with the volume.
+    included_pods = models.ManyToManyField("runpod.Resource", blank=True, related_name="+")
+    # Runpod's latest refusal of the deletion, in words (shown until the next request).
+    refusal = models.CharField(max_length=500, blank=True)
+    refused_at = models.DateTimeField(null=True, blank=True)
     # The warning steps (days ahead) already told, so each goes out once.
     warned_days = models.JSONField(default=list, blank=True)
     note = models.CharField(max_length=500, blank=True)
@@ -230,6 +236,9 @@ class Hold(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
     placed_at = models.DateTimeField(default=timezone.now)
+    # The role it was placed in (institution admin or lab admin): a legal or audit hold is
+    # lifted by an institution admin, or by someone in the role that placed it.
+    placed_as = models.CharField(max_length=20, blank=True)
     lifted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )

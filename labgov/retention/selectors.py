@@ -15,7 +15,13 @@ def cases_for(user):
     return (
         RetentionCase.objects.filter(access.retention_cases_q(user))
         .select_related(
-            "resource", "lab", "owner", "payer__funding_source", "payer__user", "funding_source"
+            "resource__current_allocation__funding_source",
+            "resource__current_allocation__user",
+            "lab",
+            "owner",
+            "payer__funding_source",
+            "payer__user",
+            "funding_source",
         )
         .order_by("due_date", "id")
     )
@@ -43,6 +49,10 @@ def payer_choices(case: RetentionCase):
     return allocations.select_related("funding_source", "user").order_by(
         "funding_source__name", "id"
     )
+
+
+def standing_holds(case: RetentionCase) -> list[Hold]:
+    return list(Hold.objects.filter(case=case, lifted_at__isnull=True).select_related("case"))
 
 
 def case_history(case: RetentionCase):
@@ -95,7 +105,7 @@ def preview(institution_id: int, lab_id: int | None, today: dt.date | None = Non
             {
                 "candidate": c,
                 "days_left": days,
-                "would_open": days <= max(policy.warning_steps),
+                "would_open": c.opens_on(policy) <= today,
                 "case_state": open_cases.get(c.resource.pk, ""),
             }
         )

@@ -31,6 +31,7 @@ from labgov.retention.policies import Resolver, parse_warning_days
 from labgov.retention.triggers import Candidate, candidates, lab_of, storage_of
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import Resource, ResourceKind
+from labgov.runpod.types import PodStatus
 
 # The states each action may leave.
 ALLOWED = {
@@ -44,6 +45,8 @@ ALLOWED = {
     "withdraw": (State.DELETION_REQUESTED, State.DELETION_APPROVED),
     "cancel": (State.OPEN, State.KEPT, State.DELETION_REQUESTED, State.DELETION_APPROVED),
     "return": (State.DELETION_APPROVED,),
+    # Stopped pods that block a volume's deletion join the case before anyone approves.
+    "include": (State.OPEN, State.KEPT, State.DELETION_REQUESTED),
 }
 ACTION_WORDS = {
     "keep": "kept",
@@ -58,6 +61,8 @@ ACTION_WORDS = {
     "return": "sent back for review",
     "open": "opened",
     "delete": "deleted",
+    "include": "extended to a stopped pod that mounts the volume",
+    "follow": "handed to the lab that pays for the volume now",
 }
 MAX_KEEP_DAYS = 3 * 365
 
@@ -68,10 +73,23 @@ def _who(user) -> str:
     return user.get_full_name() or user.username
 
 
+def paying_lab_id(resource: Resource) -> int | None:
+    """The lab that pays for the resource now, read afresh (not from a page's copy)."""
+    fresh = Resource.objects.select_related("account", "current_allocation__funding_source").get(
+        pk=resource.pk
+    )
+    return lab_of(fresh)
+
+
 def require_decider(actor, case: RetentionCase) -> None:
+    """The case's lab's admins, or the institution's, decide; and only while that lab still
+    pays for the volume (a re-attribution hands the case to the lab that pays:
+    case_follow_payer)."""
     access.deny_unless(
         access.can_decide_retention(actor, institution_id=case.institution_id, lab_id=case.lab_id)
     )
+    if paying_lab_id(case.resource) != case.lab_id:
+        raise DomainError("Another lab pays for this volume now: its case is that lab's to decide.")
 
 
 def _lock(case: RetentionCase, action: str) -> RetentionCase:
@@ -83,8 +101,9 @@ def _lock(case: RetentionCase, action: str) -> RetentionCase:
     return locked
 
 
-def recipients(case: RetentionCase) -> list:
-    """The owner and the lab's admins (the institution's admins for a case of no lab)."""
+def recipients(case: RetentionCase, *, also=()) -> list:
+    """The owner and the lab's admins (the institution's admins for a case of no lab), and
+    `also` (user ids: the requester and approvers of a deletion)."""
     from labgov.accounts.models import User
 
     members = Membership.objects.active()
@@ -95,6 +114,7 @@ def recipients(case: RetentionCase) -> list:
     ids = set(members.values_list("user_id", flat=True))
     if case.owner_id:
         ids.add(case.owner_id)
+    ids.update(i for i in also if i)
     return list(User.objects.filter(pk__in=ids, is_active=True))
 
 
@@ -106,11 +126,13 @@ def case_label(case: RetentionCase) -> str:
     return f"{kind} {resource.name or resource.runpod_id} ({case.size_gb} GB)"
 
 
-def tell(case: RetentionCase, *, kind: str, subject: str, body: str, key: str, severity=None):
+def tell(
+    case: RetentionCase, *, kind: str, subject: str, body: str, key: str, severity=None, also=()
+):
     from labgov.notifications.services import notify
 
     notify(
-        recipients=recipients(case),
+        recipients=recipients(case, also=also),
         kind=kind,
         subject=subject,
         body=body,
@@ -353,6 +375,7 @@ def case_hold(
         until=until,
         payer=payer,
         placed_by=actor,
+        placed_as=placing_role(actor, case),
     )
     before = case.state
     _save(case, State.HOLD)
@@ -372,6 +395,26 @@ def case_hold(
     return hold
 
 
+LIFTED_BY_INSTITUTION = (Hold.Kind.LEGAL, Hold.Kind.AUDIT)
+
+
+def placing_role(actor, case: RetentionCase) -> str:
+    if case.institution_id in access.scope_for(actor).admin_institutions:
+        return Role.INSTITUTION_ADMIN
+    return Role.LAB_ADMIN
+
+
+def may_lift(actor, hold: Hold) -> bool:
+    """A legal or audit hold is lifted by an institution admin, or by someone in the role that
+    placed it (a lab admin's own legal hold, another lab admin); a thesis hold by any decider.
+    A hold placed before roles were recorded counts as an institution admin's."""
+    if hold.kind not in LIFTED_BY_INSTITUTION:
+        return True
+    if hold.case.institution_id in access.scope_for(actor).admin_institutions:
+        return True
+    return hold.placed_as == Role.LAB_ADMIN
+
+
 @transaction.atomic
 def hold_lift(*, actor, case: RetentionCase, note: str = "") -> RetentionCase:
     """End the case's holds (actor None: their last day passed); the case is open again and
@@ -380,12 +423,27 @@ def hold_lift(*, actor, case: RetentionCase, note: str = "") -> RetentionCase:
         require_decider(actor, case)
     case = _lock(case, "lift")
     now = timezone.now()
-    Hold.objects.filter(case=case, lifted_at__isnull=True).update(
+    standing = list(Hold.objects.filter(case=case, lifted_at__isnull=True).select_related("case"))
+    if actor is not None:
+        refused = [h for h in standing if not may_lift(actor, h)]
+        if refused:
+            kinds = " and ".join(sorted({h.get_kind_display().lower() for h in refused}))
+            raise DomainError(
+                f"An institution admin placed the {kinds} hold: only an institution admin lifts it."
+            )
+    Hold.objects.filter(pk__in=[h.pk for h in standing]).update(
         lifted_at=now, lifted_by=actor if actor is not None else None
     )
     before = case.state
     _save(case, State.OPEN)
-    record(actor, case, "lift", before=before, note=note or "The hold ended.")
+    record(
+        actor,
+        case,
+        "lift",
+        before=before,
+        note=note or "The hold ended.",
+        holds=[{"id": h.pk, "kind": h.kind, "placed_as": h.placed_as} for h in standing],
+    )
     return case
 
 
@@ -477,6 +535,19 @@ def describe(resource: Resource) -> dict:
     return facts
 
 
+def _included_facts(case: RetentionCase) -> list[dict]:
+    return [
+        {
+            "runpod_id": p.runpod_id,
+            "name": p.name,
+            "status": p.status,
+            "volume_disk_gb": p.volume_disk_gb,
+            "container_disk_gb": p.container_disk_gb,
+        }
+        for p in case.included_pods.order_by("pk")
+    ]
+
+
 @transaction.atomic
 def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> RetentionCase:
     require_decider(actor, case)
@@ -488,6 +559,7 @@ def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> Retenti
     facts = describe(case.resource)
     if facts.get("mounted_now"):
         raise DomainError("A running pod mounts this volume now: it is in use.")
+    facts["included_pods"] = _included_facts(case)
     before = case.state
     _save(
         case,
@@ -497,6 +569,8 @@ def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> Retenti
         deletion_reason=reason.strip()[:300],
         last_known=facts,
         review_date=None,
+        refusal="",
+        refused_at=None,
     )
     record(actor, case, "request", before=before, note=reason, last_known=facts)
     tell(
@@ -514,11 +588,30 @@ def approvers_required(case: RetentionCase) -> int:
     return Resolver(case.institution_id).for_lab(case.lab_id).approvers_required
 
 
+def deciders_still_decide(case: RetentionCase, user_ids) -> list[str]:
+    """Who of the requester and approvers no longer decides for the lab that pays (a
+    membership ended, or the case moved to another lab): their request or approval no longer
+    counts."""
+    from labgov.accounts.models import User
+
+    people = User.objects.filter(pk__in=[i for i in user_ids if i]).order_by("pk")
+    return [
+        user.get_full_name() or user.username
+        for user in people
+        if not access.can_decide_retention(
+            user, institution_id=case.institution_id, lab_id=case.lab_id
+        )
+    ]
+
+
 @transaction.atomic
 def deletion_approve(*, actor, case: RetentionCase) -> RetentionCase:
     """Approve a requested deletion. The requester never approves, nobody approves twice;
-    with the two-person setting, two approvers are needed. The last approval queues the
-    deletion for after the commit."""
+    with the two-person setting, two approvers are needed. Nothing known to block the
+    deletion may stand (blockers.py). The last approval queues the deletion for after the
+    commit."""
+    from labgov.retention.blockers import deletion_blockers
+
     require_decider(actor, case)
     case = _lock(case, "approve")
     if actor.pk == case.deletion_requested_by_id:
@@ -528,6 +621,15 @@ def deletion_approve(*, actor, case: RetentionCase) -> RetentionCase:
         raise DomainError("You approved this deletion already: it needs another approver.")
     if Hold.objects.active().filter(resource=case.resource).exists():
         raise DomainError("The volume is on hold: nothing deletes it.")
+    lost = deciders_still_decide(case, [case.deletion_requested_by_id])
+    if lost:
+        raise DomainError(
+            f"{lost[0]} asked for this deletion but no longer decides for the lab that pays "
+            "for it: withdraw it, and ask again."
+        )
+    blockers = deletion_blockers(case)
+    if not blockers.possible:
+        raise DomainError(f"Deleting is not possible now: {blockers.words}.")
     Approval.objects.create(case=case, approver=actor, requested_at=case.deletion_requested_at)
     count = approvals.count()
     needed = approvers_required(case)
@@ -539,6 +641,136 @@ def deletion_approve(*, actor, case: RetentionCase) -> RetentionCase:
         case.save(update_fields=["updated_at"])
     record(actor, case, "approve", before=before, approvals=count, needed=needed)
     return case
+
+
+@transaction.atomic
+def case_include_pod(*, actor, case: RetentionCase, pod: Resource) -> RetentionCase:
+    """Include a stopped pod that mounts the case's network volume: it is terminated with the
+    volume (its own disks too) on the case's one request and approval. Never a running pod,
+    never a held one, never after an approval was given (withdraw and ask again)."""
+    from labgov.retention.blockers import pod_words
+
+    require_decider(actor, case)
+    case = _lock(case, "include")
+    volume = case.resource
+    if volume.kind != ResourceKind.NETWORK_VOLUME:
+        raise DomainError("Only a network volume's case includes the pods that mount it.")
+    pod = (
+        Resource.objects.select_for_update(of=("self",))
+        .select_related("account", "current_allocation__funding_source", "current_allocation__user")
+        .get(pk=pod.pk)
+    )
+    if (
+        pod.kind != ResourceKind.POD
+        or pod.account_id != volume.account_id
+        or pod.network_volume_id != volume.runpod_id
+        or pod.gone_at is not None
+    ):
+        raise DomainError("That pod does not mount this volume.", field="pod")
+    if pod.status != PodStatus.EXITED:
+        raise DomainError(
+            "That pod is not stopped: labgov never terminates a running pod for a retention "
+            "case. Stop it first.",
+            field="pod",
+        )
+    if not access.can_decide_retention(
+        actor, institution_id=case.institution_id, lab_id=lab_of(pod)
+    ):
+        raise DomainError("That pod is paid by a lab whose retention you do not decide.")
+    if Hold.objects.active().filter(resource=pod).exists():
+        raise DomainError("That pod is on hold: nothing deletes it.", field="pod")
+    if (
+        case.state == State.DELETION_REQUESTED
+        and Approval.objects.filter(case=case, requested_at=case.deletion_requested_at).exists()
+    ):
+        raise DomainError(
+            "Someone approved this deletion already: withdraw it, include the pod, and ask "
+            "again, so the approval covers the pod."
+        )
+    if case.included_pods.filter(pk=pod.pk).exists():
+        raise DomainError("That pod is included already.", field="pod")
+    case.included_pods.add(pod)
+    if case.state == State.DELETION_REQUESTED:
+        case.last_known = {**case.last_known, "included_pods": _included_facts(case)}
+        case.save(update_fields=["last_known"])
+    before = case.state
+    _save(case, case.state)
+    record(
+        actor,
+        case,
+        "include",
+        before=before,
+        note=f"The {pod_words(pod)} is deleted with the volume, with its own disks.",
+        pod=pod.runpod_id,
+        pod_name=pod.name,
+        pod_volume_disk_gb=pod.volume_disk_gb,
+    )
+    return case
+
+
+def case_follow_payer(*, actor, resource: Resource, before_allocation_id: int | None) -> None:
+    """After-assign step (settings.LABGOV_AFTER_ASSIGN): a volume re-attributed to another lab
+    takes its active case with it, and both labs are told. A deletion the first lab requested
+    or approved no longer counts: the case is open for the paying lab to decide (a hold
+    stands; holds win)."""
+    case = (
+        RetentionCase.objects.active()
+        .select_for_update(of=("self",))
+        .select_related("lab")
+        .filter(resource_id=resource.pk)
+        .first()
+    )
+    if case is None:
+        return
+    fresh = Resource.objects.select_related(
+        "account", "current_allocation__funding_source", "current_allocation__user"
+    ).get(pk=resource.pk)
+    new_lab_id = lab_of(fresh)
+    if new_lab_id == case.lab_id:
+        return
+    from labgov.accounts.models import Lab
+
+    old_lab = case.lab
+    new_lab = Lab.objects.filter(pk=new_lab_id).first() if new_lab_id else None
+    before = case.state
+    voided = before in (State.DELETION_REQUESTED, State.DELETION_APPROVED)
+    old_recipients = recipients(case)
+    case.resource = fresh
+    case.included_pods.clear()
+    _save(
+        case,
+        State.OPEN if voided else case.state,
+        lab=new_lab,
+        owner=fresh.current_allocation.user if fresh.current_allocation_id else None,
+    )
+    words = (
+        f"from {old_lab.name if old_lab else 'no lab'} to {new_lab.name if new_lab else 'no lab'}"
+    )
+    note = f"The volume was re-attributed {words}; the case follows who pays." + (
+        " The deletion asked for before no longer counts: ask again." if voided else ""
+    )
+    event = record(
+        actor,
+        case,
+        "follow",
+        before=before,
+        note=note,
+        from_lab=old_lab.pk if old_lab else None,
+        to_lab=new_lab_id,
+        allocation_id=fresh.current_allocation_id,
+        before_allocation_id=before_allocation_id,
+    )
+    from labgov.notifications.services import notify
+
+    notify(
+        recipients=[u for u in old_recipients if u not in recipients(case)],
+        kind="retention.transition",
+        subject=f"Retention: the {case_label(case)} is another lab's now",
+        body=note,
+        url=reverse("retention:list"),
+        dedupe_key=f"retention:{case.pk}:follow-old:{event.pk}",
+        lab=old_lab,
+    )
 
 
 @transaction.atomic

@@ -56,6 +56,16 @@ class Candidate:
             return "Funding ends"
         return Reason(self.reason).label
 
+    def opens_on(self, policy) -> dt.date:
+        """The day its case opens: the policy's first warning step before the due date, or,
+        when its money ends, the first step before the money's end, whatever grace follows
+        (people hear of a grant's end, and can act on each volume, before it ends)."""
+        ahead = dt.timedelta(days=max(policy.warning_steps))
+        day = self.due_date - ahead
+        if self.reason == Reason.FUNDING_ENDED and self.funding_ends_on is not None:
+            day = min(day, self.funding_ends_on - ahead)
+        return day
+
     @property
     def label(self) -> str:
         kind = "Network volume" if self.resource.kind == ResourceKind.NETWORK_VOLUME else "Pod"

@@ -2,12 +2,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab, Membership
 from labgov.core.errors import DomainError
 from labgov.retention import selectors, services
+from labgov.retention.blockers import deletion_blockers
 from labgov.retention.forms import (
     CaseFilterForm,
     HoldForm,
@@ -18,6 +20,7 @@ from labgov.retention.forms import (
 )
 from labgov.retention.models import CLOSED_STATES, RetentionCase, State
 from labgov.retention.policies import Resolver
+from labgov.retention.triggers import lab_of
 from labgov.runpod.models import Resource
 
 
@@ -52,17 +55,14 @@ def case_detail(request, pk: int):
         request.user, institution_id=case.institution_id, lab_id=case.lab_id
     )
     allocations = selectors.payer_choices(case) if decider else None
-    allowed = {a for a, states in services.ALLOWED.items() if case.state in states}
-    # The person who asked for a deletion never approves it (the service refuses): not
-    # offered to them, and the page says who must.
+    blockers = deletion_blockers(case) if not case.is_closed else None
     own_request = case.deletion_requested_by_id == request.user.pk
-    if own_request:
-        allowed.discard("approve")
     context = {
         "case": case,
         "decider": decider,
-        "allowed": allowed,
+        "allowed": _allowed(request.user, case, blockers, decider=decider),
         "own_request": own_request,
+        "blockers": blockers,
         **selectors.case_context(case),
     }
     if decider:
@@ -73,6 +73,20 @@ def case_detail(request, pk: int):
             note_form=NoteForm(),
         )
     return render(request, "retention/detail.html", context)
+
+
+def _allowed(user, case: RetentionCase, blockers, *, decider: bool) -> set[str]:
+    """The actions offered: those the case's state allows, less the ones the service would
+    refuse this person anyway. The person who asked for a deletion never approves it: not
+    offered to them, and the page says who must."""
+    allowed = {a for a, states in services.ALLOWED.items() if case.state in states}
+    if case.deletion_requested_by_id == user.pk:
+        allowed.discard("approve")
+    if not (blockers and blockers.includable):
+        allowed.discard("include")
+    if decider and any(not services.may_lift(user, h) for h in selectors.standing_holds(case)):
+        allowed.discard("lift")
+    return allowed
 
 
 def _form_or_error(form):
@@ -122,6 +136,12 @@ def _act(request, case: RetentionCase, action: str) -> str:
         services.deletion_request(actor=user, case=case, reason=note)
     elif action == "approve":
         services.deletion_approve(actor=user, case=case)
+    elif action == "include":
+        pods = {str(b.pod.pk): b.pod for b in deletion_blockers(case).includable}
+        pod = pods.get(request.POST.get("pod", ""))
+        if pod is None:
+            raise DomainError("Choose a stopped pod that mounts the volume.")
+        services.case_include_pod(actor=user, case=case, pod=pod)
     elif action == "withdraw":
         services.deletion_withdraw(actor=user, case=case, note=note)
     elif action == "cancel":
@@ -140,8 +160,46 @@ def case_action(request, pk: int, action: str):
     except DomainError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"The case was {words}.")
+        _tell_outcome(request, case, action, words)
     return redirect("retention:detail", pk=case.pk)
+
+
+def _tell_outcome(request, case: RetentionCase, action: str, words: str) -> None:
+    """What happened, as it stands after the commit: an approval's deletion may have run
+    already (and been refused), so its message is the case's state, never a green "approved"
+    over a refusal."""
+    case.refresh_from_db()
+    if action != "approve" or case.state == State.DELETION_REQUESTED:
+        messages.success(request, f"The case was {words}.")
+    elif case.state == State.DELETED:
+        messages.success(request, "Deleted on Runpod.")
+    elif case.state == State.DELETION_APPROVED:
+        messages.info(
+            request, "Approved: labgov is deleting it on Runpod now; this page shows the outcome."
+        )
+    else:
+        messages.error(request, f"Not deleted. {case.refusal or case.note}")
+
+
+@login_required
+@require_GET
+def case_for_resource(request, resource_id: int):
+    """A volume's active case (from an alert's list of volumes), at the part of the page
+    asked for: hold, move or request. Without one, the page that offers to open it."""
+    resource = access.get_or_404(
+        Resource.objects.filter(access.resources_q(request.user)), pk=resource_id
+    )
+    case = selectors.cases_for(request.user).active().filter(resource=resource).first()
+    if case is not None:
+        part = request.GET.get("to", "")
+        anchor = f"#{part}" if part in ("hold", "move", "request", "blockers") else ""
+        return redirect(reverse("retention:detail", args=[case.pk]) + anchor)
+    decider = access.can_decide_retention(
+        request.user,
+        institution_id=resource.account.institution_id,
+        lab_id=lab_of(resource),
+    )
+    return render(request, "retention/no_case.html", {"resource": resource, "decider": decider})
 
 
 @login_required

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min, Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.views.decorators.debug import sensitive_variables
 
 from labgov.accounts import access
@@ -539,6 +540,10 @@ def resource_assign(
         )
     locked.current_allocation = allocation
     locked.save(update_fields=["current_allocation"])
+    for path in settings.LABGOV_AFTER_ASSIGN:
+        import_string(path)(
+            actor=actor, resource=locked, before_allocation_id=before["allocation_id"]
+        )
     days = reattribute(resource_ids=[locked.pk], since=starts_at)
     usage_reconcile(account=locked.account, days=days)
     rollups_rebuild(account=locked.account, days=days)

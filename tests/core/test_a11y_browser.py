@@ -118,6 +118,7 @@ PAGE_ARGS = {
     "exports:job": lambda d: [d.export_job.pk],
     "transfers:resource_funding": lambda d: [d.member_pod.pk],
     "retention:detail": lambda d: [d.retention_case.pk],
+    "retention:for_resource": lambda d: [d.member_pod.pk],  # no case: the page to open one
     "retention:policy_lab": lambda d: [d.lab.pk],
     "retention:policy_default": lambda d: [d.institution.pk],
     "idle:notice": lambda d: [d.stop_notice.pk],

@@ -152,3 +152,114 @@ def test_journey_4_hold_one_volume_and_delete_the_other(world, sim, browser, liv
     assert "retention.delete" in second.locator("[data-history]").inner_text()
     second.goto(f"{live_server.url}/retention/{cases[HELD].pk}/")
     assert "retention.hold" in second.locator("[data-history]").inner_text()
+
+
+BLOCKED, STOPPED_POD = "vc8h2m5q1z", "h6g5f4d3s2a1p0"  # vision-checkpoints; vision-data-sync
+
+
+def test_journey_4_a_deletion_blocked_by_a_stopped_pod_refused_and_then_finished(
+    world, sim, browser, live_server
+):
+    """The path a lab admin walks when a stopped pod still mounts the volume: the grant-ending
+    alert leads to the case; the case shows the pod that blocks it before anyone approves,
+    and approval is refused while it does; the pod is included; Runpod refuses once (409),
+    which the page says in words, never as success; asked and approved again, the volume and
+    the pod are deleted on Runpod."""
+    from labgov.alerts.evaluation import alerts_evaluate
+    from labgov.alerts.models import Alert
+
+    account = RunpodAccountFactory(
+        institution=world.institution,
+        base_url=sim.base_url,
+        api_key_encrypted=_encrypt(KEY),
+        api_key_last4=KEY[-4:],
+        write_key_encrypted=_encrypt(KEY),
+        write_key_last4=KEY[-4:],
+    )
+    today = timezone.now().date()
+    grant = FundingSourceFactory(
+        lab=world.lab, name="NSF ending", end_date=today + dt.timedelta(days=25)
+    )
+    on_grant = AllocationFactory(funding_source=grant, user=world.member)
+    volume = _volume(account, on_grant, BLOCKED, "vision-checkpoints", 750, "US-KS-2")
+    pod = ResourceFactory(
+        account=account,
+        kind="pod",
+        runpod_id=STOPPED_POD,
+        name="vision-data-sync",
+        status="EXITED",
+        container_disk_gb=10,
+        network_volume_id=BLOCKED,
+        data_center_id="US-KS-2",
+        current_allocation=on_grant,
+    )
+    RetentionPolicy.objects.create(
+        institution=world.institution, is_active=True, funding_grace_days=7
+    )
+    approver = MembershipFactory(role="lab_admin", lab=world.lab).user
+    approver.set_password("pw")
+    approver.save()
+    retention_evaluate(institution_id=world.institution.pk)
+    alerts_evaluate(institution_id=world.institution.pk)
+    case = RetentionCase.objects.get(resource=volume)
+    alert = Alert.objects.get(kind="funding_ending")
+
+    # From the grant-ending alert to the volume's case, at its deletion request.
+    admin = login(browser, live_server, world.lab_admin)
+    admin.on("dialog", lambda dialog: dialog.accept())
+    admin.goto(f"{live_server.url}/alerts/{alert.pk}/")
+    admin.locator(f"[data-volume='{volume.pk}'] a:text('Request deletion')").click()
+    admin.wait_for_url(re.compile(rf".*/retention/{case.pk}/#request$"))
+    # Before anyone approves: what blocks it, by name and owner, and that it cannot go now.
+    assert admin.locator("[data-deletable]").get_attribute("data-deletable") == "no"
+    blockers = admin.locator("[data-blockers]").inner_text()
+    assert "vision-data-sync" in blockers and world.member.get_full_name() in blockers
+    admin.locator("form[data-form=request] input[name=note]").fill("copied to the archive")
+    admin.click("button:text('Request deletion')")
+    admin.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+
+    second = login(browser, live_server, approver)
+    second.on("dialog", lambda dialog: dialog.accept())
+    second.goto(f"{live_server.url}/retention/{case.pk}/")
+    second.click("button:text('Approve deletion')")
+    second.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    assert "Deleting is not possible now" in second.locator(".messages").inner_text()
+    assert second.locator(".page-head [data-state]").get_attribute("data-state") == (
+        "deletion_requested"
+    )
+
+    # The way to finish: include the stopped pod (the page says its disks go with it).
+    admin.goto(f"{live_server.url}/retention/{case.pk}/")
+    admin.locator("form[data-form=include] button").click()
+    admin.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    assert "own disks" in admin.locator("[data-included]").inner_text()
+    assert admin.locator("[data-deletable]").get_attribute("data-deletable") == "yes"
+
+    # Runpod refuses once: the approver is told so, in words, not "approved".
+    sim.inject_fault("/v2/network-volumes/", "409", method="DELETE")
+    second.goto(f"{live_server.url}/retention/{case.pk}/")
+    second.click("button:text('Approve deletion')")
+    second.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    said = second.locator(".messages").inner_text()
+    assert "Not deleted." in said and "Runpod refused to delete it (HTTP 409)" in said
+    assert "approved for deletion" not in said
+    assert second.locator(".page-head [data-state]").get_attribute("data-state") == "open"
+    assert "Runpod refused" in second.locator("[data-refusal]").inner_text()
+    assert BLOCKED in {v["id"] for v in sim.state.list_volumes()}
+
+    # Asked and approved again: the volume goes (the pod went with the first attempt).
+    admin.goto(f"{live_server.url}/retention/{case.pk}/")
+    admin.locator("form[data-form=request] input[name=note]").fill("archived; pod terminated")
+    admin.click("button:text('Request deletion')")
+    admin.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    second.goto(f"{live_server.url}/retention/{case.pk}/")
+    second.click("button:text('Approve deletion')")
+    second.wait_for_url(re.compile(rf".*/retention/{case.pk}/$"))
+    assert "Deleted on Runpod." in second.locator(".messages").inner_text()
+    assert second.locator(".page-head [data-state]").get_attribute("data-state") == "deleted"
+    assert BLOCKED not in {v["id"] for v in sim.state.list_volumes()}
+    assert sim.state.pod_status(STOPPED_POD) == "TERMINATED"
+    pod.refresh_from_db()
+    assert pod.gone_at is not None
+    assert AuditEvent.objects.filter(action="retention.delete_pod", target_id=str(pod.pk)).exists()
+    assert AuditEvent.objects.filter(action="retention.delete", target_id=str(case.pk)).exists()

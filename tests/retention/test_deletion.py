@@ -102,21 +102,50 @@ def test_404_on_the_delete_is_already_gone(sim, approved, fast_clients):
     )
 
 
-def test_409_sends_the_case_back_for_review(world, sim, approved, fast_clients):
+def test_a_stopped_pod_labgov_had_not_seen_sends_the_case_back_in_words(
+    world, sim, approved, fast_clients
+):
+    # The pod mounting it is not in labgov yet (no sync since): the re-read finds it.
     case = approved(runpod_id=MOUNTED_BY_STOPPED, size_gb=750, name="vision-checkpoints")
     assert case_delete_carry_out(case_id=case.pk, client_factory=fast_clients) == Outcome.CHANGED
     assert MOUNTED_BY_STOPPED in _volume_ids(sim)
     case.refresh_from_db()
-    assert case.state == State.OPEN and "Runpod refused" in case.note
+    assert case.state == State.OPEN
+    assert "stopped pod vision-data-sync (h6g5f4d3s2a1p0) mounts it" in case.refusal
+    assert "include the pod in the case" in case.refusal and case.refused_at is not None
     assert AuditEvent.objects.filter(action="retention.return", target_id=str(case.pk)).exists()
     assert Notification.objects.filter(kind="retention.refused", recipient=world.lab_admin).exists()
 
 
-def test_injected_409_too(sim, approved, fast_clients):
-    case = approved()
+def test_runpods_409_is_a_refusal_in_words_told_to_requester_and_approver(
+    world, sim, sim_account, ending_grant, policy, fast_clients
+):
+    """An approver from outside the lab's admins (an institution admin) hears of it too."""
+    _, allocation = ending_grant
+    volume = ResourceFactory(
+        account=sim_account,
+        kind="network_volume",
+        runpod_id=UNUSED,
+        name="old-thesis-data",
+        size_gb=300,
+        data_center_id="US-KS-2",
+        volume_type="STANDARD",
+        current_allocation=allocation,
+        created_at_runpod=timezone.now() - dt.timedelta(days=5),
+    )
+    case = services.deletion_request(actor=world.lab_admin, case=open_case(volume), reason="x")
+    case = services.deletion_approve(actor=world.inst_admin, case=case)
     sim.inject_fault("/v2/network-volumes/", "409", method="DELETE")
-    assert case_delete_carry_out(case_id=case.pk, client_factory=fast_clients) == Outcome.CHANGED
+    assert case_delete_carry_out(case_id=case.pk, client_factory=fast_clients) == Outcome.REFUSED
     assert UNUSED in _volume_ids(sim)
+    case.refresh_from_db()
+    assert case.state == State.OPEN and case.deleted_at is None
+    assert case.refusal.startswith("Runpod refused to delete it (HTTP 409)")
+    refused = Notification.objects.filter(kind="retention.refused")
+    assert {world.lab_admin.pk, world.inst_admin.pk} <= set(
+        refused.values_list("recipient_id", flat=True)
+    )
+    assert not AuditEvent.objects.filter(action="retention.delete", target_id=str(case.pk))
 
 
 def test_transient_failure_leaves_it_approved_for_the_retry(sim, approved, fast_clients):

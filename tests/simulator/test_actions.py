@@ -231,6 +231,24 @@ def test_a_volume_in_use_cannot_be_deleted(api):
     assert "n3l7p1m5q9r2s6" in decoded(response)["detail"]
 
 
+def test_a_volume_a_stopped_pod_mounts_cannot_be_deleted_until_the_pod_is_terminated(api):
+    """As Runpod answers: a stopped pod still mounts its network volume, so the delete is a
+    409 problem (the spec's error response for any status it lists no body for) naming the
+    pod; once the pod is terminated, the volume goes (204) and is no longer listed."""
+    from labgov.runpod.schema import validate
+
+    response = api.delete("/v2/network-volumes/vc8h2m5q1z")  # vision-data-sync, EXITED
+    assert response.status_code == 409
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = decoded(response)
+    validate("ErrorResponse", problem)
+    assert problem["status"] == 409 and "h6g5f4d3s2a1p0" in problem["detail"]
+    assert action(api, "h6g5f4d3s2a1p0", "terminate").status_code == 204
+    assert api.delete("/v2/network-volumes/vc8h2m5q1z").status_code == 204
+    listed = {v["id"] for v in api.json("/v2/network-volumes")["networkVolumes"]}
+    assert "vc8h2m5q1z" not in listed
+
+
 @pytest.mark.parametrize(
     "headers,detail",
     [
