@@ -66,6 +66,8 @@ def test_csv_xlsx_and_pdf_of_an_invoice_carry_the_same_totals(invoices, world, c
         "-2.50",
     ):
         assert expected in text, expected
+    words = " ".join(text.split())  # quantities and rates as people write them
+    assert "10.5 GPU- hour 1.89" in words and "10.5000" not in text and "1.8900000000" not in text
 
 
 def test_period_csv_and_journal_add_up_to_the_invoices(invoices, world, client_for):
