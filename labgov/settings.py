@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "labgov.utilization",
     "labgov.idle",
     "labgov.api",
+    "labgov.demo",
 ]
 
 MIDDLEWARE = [
