@@ -75,11 +75,12 @@ INSTALLED_APPS = [
     "labgov.utilization",
     "labgov.idle",
     "labgov.api",
+    "labgov.ops",
     "labgov.demo",
 ]
 
 MIDDLEWARE = [
-    "labgov.core.metrics.RequestMetricsMiddleware",  # first: times everything below
+    "labgov.ops.metrics.RequestMetricsMiddleware",  # first: times everything below
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
