@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "labgov.idle",
     "labgov.api",
     "labgov.ops",
+    "labgov.navigation",
     "labgov.demo",
 ]
 
@@ -110,7 +111,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "labgov.accounts.context_processors.scope",
-                "labgov.core.menu.menu",
+                "labgov.navigation.menu.menu",
             ],
         },
     },
