@@ -75,10 +75,13 @@ INSTALLED_APPS = [
     "labgov.utilization",
     "labgov.idle",
     "labgov.api",
+    "labgov.ops",
+    "labgov.navigation",
+    "labgov.demo",
 ]
 
 MIDDLEWARE = [
-    "labgov.core.metrics.RequestMetricsMiddleware",  # first: times everything below
+    "labgov.ops.metrics.RequestMetricsMiddleware",  # first: times everything below
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -108,7 +111,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "labgov.accounts.context_processors.scope",
-                "labgov.core.menu.menu",
+                "labgov.navigation.menu.menu",
             ],
         },
     },

@@ -6,9 +6,9 @@ from labgov.accounts.oidc import CallbackView, SignInView
 from labgov.accounts.views import LoginView
 from labgov.api.pages import token_list, token_revoke_view
 from labgov.audit.views import audit_log
-from labgov.core.metrics import metrics
 from labgov.core.views import healthz
 from labgov.dashboard.views import home
+from labgov.ops.metrics import metrics
 
 urlpatterns = [
     path("", home, name="home"),

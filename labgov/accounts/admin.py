@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from labgov.accounts.models import ExternalIdentity, Institution, Lab, Membership, User
-from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
+from labgov.audit.audited_admin import AuditedAdmin
+from labgov.core.admin import ReadOnlyAdmin
 
 
 @admin.register(User)

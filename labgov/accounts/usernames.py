@@ -9,6 +9,8 @@ taken gets a number."""
 import re
 import unicodedata
 
+from django.contrib.auth import get_user_model
+
 # Letters drawn like Latin ones (Unicode's confusables for the scripts a username meets most).
 _LOOK_ALIKES = str.maketrans(
     {
@@ -51,9 +53,13 @@ def skeleton(username: str) -> str:
 
 
 def _usernames(exclude_pk=None):
-    from labgov.accounts.models import User
-
-    return User.objects.exclude(pk=exclude_pk).values_list("username", flat=True).iterator()
+    # The user model through Django's setting: models.User.clean() calls this module.
+    return (
+        get_user_model()
+        .objects.exclude(pk=exclude_pk)
+        .values_list("username", flat=True)
+        .iterator()
+    )
 
 
 def look_alike_of(username: str, *, exclude_pk=None) -> str | None:

@@ -1,7 +1,8 @@
 from django.contrib import admin
 
 from labgov.alerts.models import Alert, AlertSettings
-from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
+from labgov.audit.audited_admin import AuditedAdmin
+from labgov.core.admin import ReadOnlyAdmin
 
 
 @admin.register(Alert)

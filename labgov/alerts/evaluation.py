@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from labgov.accounts.models import Institution, Lab, Membership, Role, User
 from labgov.alerts.config import Resolver
+from labgov.alerts.findings import Context, Finding, usd
 from labgov.alerts.models import Alert, Kind
-from labgov.alerts.rules import Context, Finding, findings_for, usd
+from labgov.alerts.rules import findings_for
 from labgov.notifications.services import notify
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,15 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from labgov.alerts.findings import (
+    Context,
+    Finding,
+    _lab_and_owner,
+    _resource_finding,
+    _resources,
+    usd,
+)
 from labgov.alerts.models import Alert, Kind
-from labgov.alerts.rules import Context, Finding, _lab_and_owner, _resource_finding, _resources, usd
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.types import PodStatus
 from labgov.utilization.selectors import IdleState, Thresholds, idle_pods

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from labgov.core.admin import AuditedAdmin, ReadOnlyAdmin
+from labgov.audit.audited_admin import AuditedAdmin
+from labgov.core.admin import ReadOnlyAdmin
 from labgov.funding.models import (
     Allocation,
     FundingProposal,

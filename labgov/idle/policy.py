@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from labgov.accounts.models import Membership, Role, User
 from labgov.alerts.config import Resolver
+from labgov.alerts.findings import Context, _lab_and_owner, usd
 from labgov.alerts.idle_rule import _known_idle, idle_states, running_gpu_pods, spent_idle_usd
-from labgov.alerts.rules import Context, _lab_and_owner, usd
 from labgov.audit.services import audit_record
 from labgov.idle.exemptions import exempt
 from labgov.idle.models import AutoStopMark, AutoStopPolicy, StopNotice

@@ -10,9 +10,28 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from labgov.core.errors import DomainError
 from labgov.core.money import PreciseMoneyField
 
 DEFAULT_WARNING_DAYS = "30,7,1"
+
+
+def parse_warning_days(text: str) -> tuple[int, ...]:
+    """ "30, 7,1" → (30, 7, 1): whole days between 0 and 365, largest first, no repeats."""
+    values = set()
+    for part in (text or "").replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit():
+            raise DomainError(f"{part!r} is not a whole number of days", field="warning_days")
+        value = int(part)
+        if value > 365:
+            raise DomainError(f"{value} days is more than a year ahead", field="warning_days")
+        values.add(value)
+    if not values:
+        raise DomainError("give at least one warning step", field="warning_days")
+    return tuple(sorted(values, reverse=True))
 
 
 class RetentionPolicy(models.Model):
@@ -70,8 +89,6 @@ class RetentionPolicy(models.Model):
 
     @property
     def warning_steps(self) -> tuple[int, ...]:
-        from labgov.retention.policies import parse_warning_days
-
         return parse_warning_days(self.warning_days)
 
 

@@ -26,8 +26,15 @@ from labgov.core.errors import DomainError
 from labgov.core.periods import hour_floor
 from labgov.core.queue import task_enqueue_on_commit
 from labgov.funding.models import Allocation, FundingSource
-from labgov.retention.models import Approval, Hold, RetentionCase, RetentionPolicy, State
-from labgov.retention.policies import Resolver, parse_warning_days
+from labgov.retention.models import (
+    Approval,
+    Hold,
+    RetentionCase,
+    RetentionPolicy,
+    State,
+    parse_warning_days,
+)
+from labgov.retention.policies import Resolver
 from labgov.retention.triggers import Candidate, candidates, lab_of, storage_of
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import Resource, ResourceKind

@@ -10,7 +10,6 @@ import bisect
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Max, Min
@@ -23,7 +22,6 @@ from labgov.funding.models import Allocation, FundingSource, LedgerEntry
 from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import (
     Assignment,
-    AssignmentShare,
     AttributionRule,
     BillingRecord,
     Resource,
@@ -68,68 +66,6 @@ class Timeline:
         for i, start in enumerate(bounds):
             end = bounds[i + 1] if i + 1 < len(bounds) else None
             yield start, end, self.allocation_at(resource_id, start)
-
-
-@dataclass(frozen=True)
-class SplitSegment:
-    """A piece [start, end) of one resource's timeline paid in shares; end None = open.
-    `primary` is the allocation its billing records name; `shares` are (allocation id,
-    percent) in a fixed order."""
-
-    resource_id: int
-    start: dt.datetime
-    end: dt.datetime | None
-    primary: int
-    shares: tuple[tuple[int, Decimal], ...]
-
-
-def split_segments(
-    *,
-    start: dt.datetime,
-    end: dt.datetime,
-    account=None,
-    resource_ids=None,
-    institution_id: int | None = None,
-) -> list[SplitSegment]:
-    """The split pieces of the timelines (of an account's resources, the given ones, or an
-    institution's) that overlap [start, end). Usually none: one query answers that."""
-    splits = Assignment.objects.filter(shares__isnull=False, starts_at__lt=end)
-    if institution_id is not None:
-        splits = splits.filter(resource__account__institution_id=institution_id)
-    if account is not None:
-        splits = splits.filter(resource__account=account)
-    if resource_ids is not None:
-        splits = splits.filter(resource_id__in=resource_ids)
-    split_ids = set(splits.values_list("pk", flat=True))
-    if not split_ids:
-        return []
-    shares: dict[int, list[tuple[int, Decimal]]] = defaultdict(list)
-    for share in AssignmentShare.objects.filter(assignment_id__in=split_ids).order_by(
-        "assignment_id", "-share_percent", "allocation_id"
-    ):
-        shares[share.assignment_id].append((share.allocation_id, share.share_percent))
-    timelines: dict[int, list[Assignment]] = defaultdict(list)
-    for a in Assignment.objects.filter(
-        resource_id__in=Assignment.objects.filter(pk__in=split_ids).values("resource_id")
-    ).order_by("resource_id", "starts_at", "pk"):
-        timelines[a.resource_id].append(a)
-    segments = []
-    for resource_id, assignments in timelines.items():
-        for i, a in enumerate(assignments):
-            if a.pk not in split_ids:
-                continue
-            later = [b.starts_at for b in assignments[i + 1 :]]
-            if later and later[0] == a.starts_at:
-                continue  # a later assignment from the same moment decides instead
-            seg_end = later[0] if later else None
-            if seg_end is not None and seg_end <= start:
-                continue
-            segments.append(
-                SplitSegment(
-                    resource_id, a.starts_at, seg_end, a.allocation_id, tuple(shares[a.pk])
-                )
-            )
-    return segments
 
 
 def _rule_matches(rule: AttributionRule, resource: Resource) -> bool:

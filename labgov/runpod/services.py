@@ -329,13 +329,15 @@ def _write_key_client(account: RunpodAccount):
 
 def sync_request(*, actor, account: RunpodAccount) -> None:
     """Queue a sync now (after the current transaction commits)."""
-    from labgov.runpod.tasks import sync_account
-
     if not account.is_active:
         raise DomainError(f"{account.name} is deactivated: turn it on again to sync it.")
 
+    # The task by its name, as core/queue.py does: runpod.tasks imports the sync, which imports
+    # these services. Unlike task_enqueue_on_commit, not robust, as before.
     transaction.on_commit(
-        lambda: sync_account.delay(account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None)
+        lambda: import_string("labgov.runpod.tasks.sync_account").delay(
+            account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None
+        )
     )
 
 

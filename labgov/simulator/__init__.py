@@ -14,7 +14,8 @@ runs it on its own.
 """
 
 from labgov.simulator.generate import generate_scenario
-from labgov.simulator.scenario import Scenario, load_scenario
+from labgov.simulator.loader import load_scenario
+from labgov.simulator.scenario import Scenario
 from labgov.simulator.server import FAULT_KINDS, Fault, SimulatorServer
 from labgov.simulator.state import SimState
 

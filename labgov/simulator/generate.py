@@ -22,7 +22,7 @@ from labgov.simulator.scenario import (
     VolumeSpec,
     check_scenario,
     epoch,
-    load_scenario,
+    read_scenario,
 )
 
 DAY = 24 * HOUR
@@ -54,7 +54,7 @@ def generate_scenario(
     seed: int = 1,
     now: dt.datetime | None = None,
 ) -> Scenario:
-    base = _without_demo_tags(load_scenario("default"))
+    base = _without_demo_tags(read_scenario("default"))
     rng = random.Random(seed)  # noqa: S311 - made-up accounts, not secrets
     t_now = epoch(now or base.now)
     t0 = t_now - days * DAY

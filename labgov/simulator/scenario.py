@@ -531,14 +531,10 @@ def check_scenario(scenario: Scenario) -> None:
             raise ValueError(f"cluster {cluster.id}: unknown GPU type {cluster.gpu_type_id}")
 
 
-def load_scenario(name_or_path: str | Path = "default") -> Scenario:
-    """A scenario by name (a file in `scenarios/`), by path, or "generated[:k=v,...]"."""
+def read_scenario(name_or_path: str | Path = "default") -> Scenario:
+    """A scenario by name (a file in `scenarios/`) or by path (loader.load_scenario also makes
+    generated ones)."""
     text = str(name_or_path)
-    if text == "generated" or text.startswith("generated:"):
-        from labgov.simulator.generate import generate_scenario  # noqa: PLC0415
-
-        options = dict(part.split("=", 1) for part in text.partition(":")[2].split(",") if part)
-        return generate_scenario(**{key: int(value) for key, value in options.items()})
     path = Path(text)
     if path.suffix != ".json" and "/" not in text:
         path = SCENARIO_DIR / f"{text}.json"

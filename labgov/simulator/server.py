@@ -21,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from labgov.simulator.loader import load_scenario
 from labgov.simulator.routes import (
     Response,
     Routes,
@@ -28,7 +29,7 @@ from labgov.simulator.routes import (
     parse_body,
     problem_response,
 )
-from labgov.simulator.scenario import Scenario, load_scenario
+from labgov.simulator.scenario import Scenario
 from labgov.simulator.state import ApiError, SimState
 
 # "capacity" is the spec's 400 for a pod whose GPU and data center could not be placed; "403" a

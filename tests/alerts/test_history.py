@@ -92,7 +92,8 @@ def test_idle_volume_evaluation_reads_usage_in_one_grouped_query(
     sim, world, sim_account, fast_clients, django_assert_max_num_queries
 ):
     from labgov.alerts.config import Resolver
-    from labgov.alerts.rules import Context, idle_network_volumes
+    from labgov.alerts.findings import Context
+    from labgov.alerts.rules import idle_network_volumes
 
     with time_machine.travel(sim.state.now, tick=False):
         account_sync(account_id=sim_account.pk, client_factory=fast_clients)

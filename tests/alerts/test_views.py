@@ -34,7 +34,8 @@ def alert(world, account, clock):
     """A stopped-but-billing alert on the member's pod in the Vision lab."""
     from labgov.alerts.config import Resolver
     from labgov.alerts.evaluation import UPDATED_FIELDS
-    from labgov.alerts.rules import Context, stopped_pod_disks
+    from labgov.alerts.findings import Context
+    from labgov.alerts.rules import stopped_pod_disks
 
     pod = make_pod(account, world.allocation, status="EXITED", volume_disk_gb=100, name="annot")
     bill(pod, T0 - HOUR)

@@ -9,10 +9,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from labgov.core.metrics import StateCollector
 from labgov.notifications.kinds import Severity
 from labgov.notifications.models import Notification
 from labgov.notifications.services import emails_unconfirmed_mark
+from labgov.ops.metrics import StateCollector
 
 
 def _wait_for(condition, worker, seconds=60.0):

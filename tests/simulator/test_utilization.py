@@ -3,8 +3,9 @@
 import dataclasses
 import datetime as dt
 
+from labgov.simulator.loader import load_scenario
 from labgov.simulator.render import IDLE_UTIL_MAX, _runtime
-from labgov.simulator.scenario import PodSpec, UtilizationSpec, load_scenario
+from labgov.simulator.scenario import PodSpec, UtilizationSpec
 
 T = 1_800_000_000
 

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.text import slugify
 
 from labgov.core.errors import DomainError
@@ -39,6 +40,7 @@ from labgov.provisioning.services.requests import (
     _require_current_member,
     _require_reviewer,
     _save,
+    provisioning_start,
 )
 from labgov.runpod.errors import (
     RunpodAuthError,
@@ -71,23 +73,6 @@ KNOWN_REFUSALS = (
 )
 
 
-def provisioning_start(*, actor, req: ProvisioningRequest) -> None:
-    """Approved Pod → provisioning; the task runs after the transaction commits. The caller
-    holds the request's lock."""
-    before = req.state
-    _save(req, state=S.PROVISIONING, provision_claimed_until=None)
-    record(
-        actor=actor,
-        req=req,
-        event="provision" if before == S.APPROVED else "retry",
-        before_state=before,
-        body="labgov is creating the pod on Runpod now.",
-    )
-    from labgov.provisioning.tasks import provision_request
-
-    transaction.on_commit(lambda: provision_request.delay(req.pk))
-
-
 @transaction.atomic
 def provisioning_retry(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
     """Failed → provisioning again, committing the estimate again (the failure released it)."""
@@ -106,8 +91,8 @@ def provisioning_resume(*, now: dt.datetime | None = None) -> int:
     """Enqueue again the requests left provisioning with no live claim: a worker that died
     mid-attempt, or a task lost before it ran. Safe: a run claims the request first, and it
     looks for what an earlier attempt created before creating anything."""
-    from labgov.provisioning.tasks import provision_request
-
+    # By name, as core/queue.py does: the tasks module imports these services.
+    provision_request = import_string("labgov.provisioning.tasks.provision_request")
     now = now or timezone.now()
     grace = now - dt.timedelta(seconds=settings.LABGOV_PROVISION_CLAIM_SECONDS)
     stuck = list(

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from labgov.accounts import access
 from labgov.core.bounds import MAX_AMOUNT, check_values
@@ -282,6 +283,25 @@ def request_approve(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
     return req
 
 
+def provisioning_start(*, actor, req: ProvisioningRequest) -> None:
+    """Approved Pod → provisioning; the task runs after the transaction commits. The caller
+    holds the request's lock."""
+    before = req.state
+    _save(req, state=S.PROVISIONING, provision_claimed_until=None)
+    record(
+        actor=actor,
+        req=req,
+        event="provision" if before == S.APPROVED else "retry",
+        before_state=before,
+        body="labgov is creating the pod on Runpod now.",
+    )
+    # The task by its name, as core/queue.py does (the tasks module imports these services);
+    # unlike task_enqueue_on_commit, not robust, as before.
+    transaction.on_commit(
+        lambda: import_string("labgov.provisioning.tasks.provision_request").delay(req.pk)
+    )
+
+
 def _approve(*, actor, req, allocation, event: str, note: str = "") -> None:
     commitment_post(actor=actor, req=req, allocation=allocation)
     now = timezone.now()
@@ -295,8 +315,6 @@ def _approve(*, actor, req, allocation, event: str, note: str = "") -> None:
     )
     record(actor=actor, req=req, event=event, before_state=S.SUBMITTED, note=note)
     if req.deployment_model == DeploymentModel.POD:
-        from labgov.provisioning.services.provision import provisioning_start
-
         provisioning_start(actor=actor, req=req)
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from labgov.core.menu import MENU, Entry
+from labgov.navigation.menu import MENU, Entry
 
 ROLES = ["inst_admin", "finance", "lab_admin", "member", "outsider"]
 
@@ -41,7 +41,7 @@ def test_the_current_page_is_marked_once(world, client_for):
 
 def test_a_new_page_is_one_entry(world, client_for, monkeypatch):
     monkeypatch.setattr(
-        "labgov.core.menu.MENU",
+        "labgov.navigation.menu.MENU",
         [*MENU, Entry("Audit again", "audit", lambda scope, user: bool(scope.money_institutions))],
     )
     assert "Audit again" in client_for(world.finance).get("/").content.decode()
