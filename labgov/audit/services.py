@@ -28,3 +28,27 @@ def audit_record(
         after=after if after is not None else snapshot(target),
         note=note,
     )
+
+
+def audit_records(*, actor, action: str, events: list[tuple[models.Model, int | None, dict]]):
+    """audit_record for many targets of one action at once: `events` are (target,
+    institution id, after). One insert, in the transaction of the change."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("audit_records must run in the transaction of the change it records")
+    who = actor if actor is not None and actor.is_authenticated else None
+    return AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                actor=who,
+                institution_id=institution_id,
+                action=action,
+                target_type=target._meta.label_lower,
+                target_id=str(target.pk),
+                target_repr=str(target)[:300],
+                before=None,
+                after=after,
+            )
+            for target, institution_id, after in events
+        ],
+        batch_size=500,
+    )
