@@ -30,9 +30,15 @@ def audit_record(
     )
 
 
-def audit_records(*, actor, action: str, events: list[tuple[models.Model, int | None, dict]]):
-    """audit_record for many targets of one action at once: `events` are (target,
-    institution id, after). One insert, in the transaction of the change."""
+def audit_records(
+    *,
+    actor,
+    action: str,
+    institution_id: int | None,
+    events: list[tuple[models.Model, dict | None, dict]],
+) -> list[AuditEvent]:
+    """audit_record of one action on many targets, in one insert: `events` are (target,
+    before, after). Call it inside the transaction that makes the changes."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_records must run in the transaction of the change it records")
     who = actor if actor is not None and actor.is_authenticated else None
@@ -45,10 +51,10 @@ def audit_records(*, actor, action: str, events: list[tuple[models.Model, int | 
                 target_type=target._meta.label_lower,
                 target_id=str(target.pk),
                 target_repr=str(target)[:300],
-                before=None,
+                before=before,
                 after=after,
             )
-            for target, institution_id, after in events
+            for target, before, after in events
         ],
         batch_size=500,
     )

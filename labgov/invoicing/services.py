@@ -265,10 +265,8 @@ def _sort_key(line: InvoiceLine):
     return (3, line.created_at, 0, "", 0)
 
 
-def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -> None:
-    """Replace a draft's lines: `lines` in order, then the F&A line on what they charge, and
-    the totals from the rounded lines."""
-    InvoiceLine.objects.filter(invoice=invoice).delete()
+def _with_indirect(lines: list[InvoiceLine], funding_source) -> list[InvoiceLine]:
+    """`lines` in order, then the F&A line on what they charge; unsaved, numbered."""
     ordered = sorted(lines, key=_sort_key)
     rate = funding_source.indirect_cost_rate_percent
     base = sum((line.amount_usd for line in ordered), ZERO)
@@ -290,11 +288,24 @@ def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -
     for position, line in enumerate(ordered, start=1):
         line.pk = None
         line._state.adding = True
-        line.invoice = invoice
         line.position = position
+    return ordered
+
+
+def _set_totals(invoice: Invoice, lines: list[InvoiceLine]) -> None:
+    invoice.total_usd = sum((line.amount_usd for line in lines), ZERO)
+    invoice.exact_total_usd = sum((line.exact_amount_usd for line in lines), ZERO)
+
+
+def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -> None:
+    """Replace a draft's lines: `lines` in order, then the F&A line on what they charge, and
+    the totals from the rounded lines."""
+    InvoiceLine.objects.filter(invoice=invoice).delete()
+    ordered = _with_indirect(lines, funding_source)
+    for line in ordered:
+        line.invoice = invoice
     InvoiceLine.objects.bulk_create(ordered)
-    invoice.total_usd = sum((line.amount_usd for line in ordered), ZERO)
-    invoice.exact_total_usd = sum((line.exact_amount_usd for line in ordered), ZERO)
+    _set_totals(invoice, ordered)
     invoice.save(update_fields=["total_usd", "exact_total_usd"])
 
 
@@ -354,7 +365,15 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
         .exclude(status=Invoice.Status.VOID)
     }
     sources = FundingSource.objects.in_bulk(set(generated) | set(existing))
-    result = []
+    drafts = [i for i in existing.values() if i.status == Invoice.Status.DRAFT]
+    entered: dict[int, list[InvoiceLine]] = {i.pk: [] for i in drafts}
+    for line in InvoiceLine.objects.filter(
+        invoice__in=drafts, kind__in=InvoiceLine.ENTERED_KINDS
+    ).order_by("position"):
+        entered[line.invoice_id].append(line)
+    # Every draft's lines are worked out first, then written together: a few queries for the
+    # period rather than a few per funding source.
+    result, written, events = [], [], []
     for fs_id in sorted(set(generated) | set(existing)):
         invoice, fs = existing.get(fs_id), sources[fs_id]
         if invoice is not None and invoice.status != Invoice.Status.DRAFT:
@@ -368,7 +387,7 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
             )
             before = None
         else:
-            lines += list(invoice.lines.filter(kind__in=InvoiceLine.ENTERED_KINDS))
+            lines += entered[invoice.pk]
             before = {"total_usd": str(invoice.total_usd)}
             if not lines:
                 audit_record(
@@ -385,18 +404,42 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
         invoice.period_start, invoice.period_end = start, end
         invoice.generated_at, invoice.generated_by = now, actor
         invoice.generated_spend_version = version
-        invoice.save()
-        _rewrite_lines(invoice, lines, fs)
-        audit_record(
-            actor=actor,
-            action="invoice.generate",
-            target=invoice,
-            institution_id=institution.pk,
-            before=before,
-            after={"total_usd": str(invoice.total_usd), "lines": len(lines)},
-        )
+        ordered = _with_indirect(lines, fs)
+        _set_totals(invoice, ordered)
+        written.append((invoice, ordered))
+        events.append((invoice, before, {"total_usd": str(invoice.total_usd), "lines": len(lines)}))
         result.append(invoice)
+    if not result:
+        return result
+    kept = [invoice for invoice in result if invoice.pk is not None]
+    InvoiceLine.objects.filter(invoice__in=kept).delete()
+    Invoice.objects.bulk_update(kept, GENERATED_FIELDS, batch_size=500)
+    Invoice.objects.bulk_create([invoice for invoice in result if invoice.pk is None])
+    for invoice, ordered in written:
+        for line in ordered:
+            line.invoice = invoice
+    InvoiceLine.objects.bulk_create(
+        [line for _, ordered in written for line in ordered], batch_size=2000
+    )
+    audit_records(
+        actor=actor, action="invoice.generate", institution_id=institution.pk, events=events
+    )
     return result
+
+
+# What generation writes on a draft it keeps.
+GENERATED_FIELDS = [
+    "lab",
+    "cost_center",
+    "award_number",
+    "period_start",
+    "period_end",
+    "generated_at",
+    "generated_by",
+    "generated_spend_version",
+    "total_usd",
+    "exact_total_usd",
+]
 
 
 # Credits and adjustments -----------------------------------------------------------------
@@ -605,18 +648,17 @@ def _issue(*, actor, invoices, now) -> list[Invoice]:
             invoice.issued_at, invoice.issued_by = now, actor
     _snapshot_names(locked)
     Invoice.objects.bulk_update(locked, ISSUED_FIELDS, batch_size=500)
-    audit_records(
-        actor=actor,
-        action="invoice.issue",
-        events=[
-            (
-                invoice,
-                invoice.institution_id,
-                {"number": invoice.number, "total_usd": str(invoice.total_usd)},
-            )
-            for invoice in locked
-        ],
-    )
+    for institution_id in {invoice.institution_id for invoice in locked}:
+        audit_records(
+            actor=actor,
+            action="invoice.issue",
+            institution_id=institution_id,
+            events=[
+                (invoice, None, {"number": invoice.number, "total_usd": str(invoice.total_usd)})
+                for invoice in locked
+                if invoice.institution_id == institution_id
+            ],
+        )
     return locked
 
 

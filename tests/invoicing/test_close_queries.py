@@ -1,6 +1,7 @@
-"""Closing a month issues its drafts together: numbers gap-free in the close's order (cost
-center, funding source), each invoice audited and its names kept, in a number of queries that
-does not grow with the drafts; and one draft that may not be issued keeps them all drafts."""
+"""Generation writes its drafts together, and closing a month issues them together: numbers
+gap-free in the close's order (cost center, funding source), each invoice audited and its
+names kept, in a number of queries that does not grow with the drafts; and one draft that may
+not be issued keeps them all drafts."""
 
 import datetime as dt
 from decimal import Decimal as D
@@ -12,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from labgov.audit.models import AuditEvent
 from labgov.core.errors import DomainError
-from labgov.invoicing.models import Invoice, InvoiceCounter
+from labgov.invoicing.models import Invoice, InvoiceCounter, InvoiceLine
 from labgov.invoicing.services import (
     _issue,
     invoice_issue,
@@ -105,3 +106,28 @@ def test_one_draft_that_may_not_be_issued_keeps_the_close_from_numbering_any(wor
         )
     assert {i.status for i in _drafts(world)} == {"draft"}
     assert not InvoiceCounter.objects.filter(last_seq__gt=0).exists()
+
+
+def _generate_queries(world) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        invoices_generate(actor=world.finance, institution=world.institution, month=OCT)
+    return len(queries)
+
+
+def _from_scratch(world) -> tuple[int, int]:
+    """The queries of a first generation and of a regeneration."""
+    InvoiceLine.objects.filter(invoice__institution=world.institution).delete()
+    Invoice.objects.filter(institution=world.institution).delete()
+    return _generate_queries(world), _generate_queries(world)
+
+
+def test_generating_many_drafts_takes_as_many_queries_as_generating_two(world, account):
+    synced(account, at(2026, 9, 30), at(2026, 11, 2))
+    _sources(world, account, 2)
+    _from_scratch(world)  # warm: what is read once per process
+    few = _from_scratch(world)
+    _sources(world, account, 10, 2)
+    assert _from_scratch(world) == few
+    drafts = _drafts(world)
+    assert len(drafts) == 12 and all(d.total_usd == D("1.25") for d in drafts)
+    assert AuditEvent.objects.filter(action="invoice.generate").count() == 2 * (2 + 2 + 12)
