@@ -7,7 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, Max, Min, Q
+from django.db import connections
+from django.db.models import Count, Max, Min, Q, Sum
 
 from labgov.core.money import ZERO, grouped_multi_sums
 from labgov.runpod.models import BillingRecord
@@ -50,17 +51,27 @@ def period_usage(institution, month: dt.date) -> dict[Key, Usage]:
         bucket_start__lt=end,
     )
     keys = ["resource_id", "kind", "allocation_id"]
-    sums = grouped_multi_sums(records, keys, COLUMNS)
     counts = {
         f"hours_{column}": Count("bucket_start", filter=~Q(**{column: 0}))
         for column in set(HOUR_COLUMNS.values())
     }
-    extents = {
-        (row["resource_id"], row["kind"], row["allocation_id"]): row
-        for row in records.values(*keys)
-        .order_by()
-        .annotate(first=Min("bucket_start"), last=Max("bucket_start"), **counts)
-    }
+    extent = {"first": Min("bucket_start"), "last": Max("bucket_start"), **counts}
+    grouped = records.values(*keys).order_by()
+    if connections[records.db].vendor == "postgresql":
+        # One pass over the period's records: sums (numeric, exact) and extents together.
+        sums_of = {f"_sum{i}": Sum(column) for i, column in enumerate(COLUMNS)}
+        sums, extents = {}, {}
+        for row in grouped.annotate(**sums_of, **extent):
+            key = (row["resource_id"], row["kind"], row["allocation_id"])
+            sums[key] = [row[name] or ZERO for name in sums_of]
+            extents[key] = row
+    else:
+        # SQLite sums decimals as floats: the sums in Python (grouped_multi_sums).
+        sums = grouped_multi_sums(records, keys, COLUMNS)
+        extents = {
+            (row["resource_id"], row["kind"], row["allocation_id"]): row
+            for row in grouped.annotate(**extent)
+        }
     usage: dict[Key, Usage] = {}
     for (resource_id, kind, allocation_id), columns in sums.items():
         extent = extents[(resource_id, kind, allocation_id)]

@@ -20,8 +20,8 @@ from django.utils import timezone
 from labgov.core.money import ZERO, grouped_multi_sums, to_cents
 from labgov.runpod.models import AccountBillingRecord, BillingRecord, RunpodAccount
 from labgov.runpod.partitions import detached_within
-from labgov.runpod.reconcile import held_spans
-from labgov.usage.models import Category
+from labgov.runpod.reconcile import held_spans_by_account
+from labgov.usage.models import Category, DailySpend
 from labgov.usage.periods import billing_period, period_days
 from labgov.usage.services import COLUMNS, categories_of
 
@@ -139,6 +139,176 @@ def _day_index(days):
     return starts.get
 
 
+def _utc_midnight(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+
+
+def _utc_days(days) -> bool:
+    """Whether the calendar's days are UTC days (UTC itself, or a zone at UTC+0 all month):
+    then the daily rollups, kept per UTC day, hold each of them whole."""
+    return all(
+        start == _utc_midnight(day) and end == _utc_midnight(day + dt.timedelta(days=1))
+        for day, start, end in days
+    )
+
+
+@dataclass
+class _RecordSums:
+    attributed_usd: Decimal = ZERO
+    unattributed_usd: Decimal = ZERO
+    by_day: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
+    by_category: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
+
+    def add(self, day: dt.date, attributed: bool, total: Decimal, categories) -> None:
+        if attributed:
+            self.attributed_usd += total
+        else:
+            self.unattributed_usd += total
+        self.by_day[day] += total
+        for category, amount in categories:
+            self.by_category[category] += amount
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.attributed_usd + self.unattributed_usd
+
+
+def _spans_of(days: list[tuple]) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The UTC spans of these local days (in order), contiguous ones merged."""
+    spans: list[tuple[dt.datetime, dt.datetime]] = []
+    for _, start, end in days:
+        if spans and spans[-1][1] == start:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def _record_sums(account_ids, days, *, rollups: bool) -> dict[int, _RecordSums]:
+    """What labgov holds of each account per day and category, attributed or not.
+
+    The billing records are the truth; summing a month of them costs a pass over most of the
+    month's rows. Their daily rollups (labgov.usage DailySpend, rebuilt with the records in
+    one transaction, so equal to their sums to the last digit) hold the same figures when the
+    calendar's days are UTC days (`rollups`): each day with rollup rows is read from them, and
+    only the others (days nothing has rolled up, normally days without records) from the
+    records themselves. A split moves spend between allocations, never to or from
+    unattributed, and its parts of a day and category add up exactly; cost transfers are no
+    records' spend and are left out.
+    """
+    sums = {pk: _RecordSums() for pk in account_ids}
+    from_records = {pk: list(days) for pk in account_ids}
+    if rollups and days:
+        rows = (
+            DailySpend.objects.filter(
+                account_id__in=account_ids, day__gte=days[0][0], day__lte=days[-1][0]
+            )
+            .exclude(category=Category.TRANSFER)
+            .annotate(
+                attributed=ExpressionWrapper(
+                    Q(allocation__isnull=False), output_field=BooleanField()
+                )
+            )
+        )
+        rolled: dict[int, set[dt.date]] = defaultdict(set)
+        for (account_id, day, category, attributed), (amount,) in grouped_multi_sums(
+            rows, ["account_id", "day", "category", "attributed"], ["amount_usd"]
+        ).items():
+            rolled[account_id].add(day)
+            sums[account_id].add(day, attributed, amount, [(category, amount)])
+        from_records = {pk: [d for d in days if d[0] not in rolled[pk]] for pk in account_ids}
+
+    # The rest from the records, grouped by hour (so the cost does not grow with the number
+    # of resources), in one query for every account.
+    by_spans: dict[tuple, list[int]] = defaultdict(list)
+    for pk, pending in from_records.items():
+        if pending:
+            by_spans[tuple(_spans_of(pending))].append(pk)
+    if not by_spans:
+        return sums
+    wanted = Q()
+    for spans, ids in by_spans.items():
+        within = Q()
+        for start, end in spans:
+            within |= Q(bucket_start__gte=start, bucket_start__lt=end)
+        wanted |= Q(resource__account_id__in=ids) & within
+    records = BillingRecord.objects.filter(wanted).annotate(
+        attributed=ExpressionWrapper(Q(allocation__isnull=False), output_field=BooleanField())
+    )
+    day_of = _day_index(days)
+    keys = ["resource__account_id", "bucket_start", "kind", "attributed"]
+    for (account_id, hour, kind, attributed), columns in grouped_multi_sums(
+        records, keys, COLUMNS
+    ).items():
+        sums[account_id].add(
+            day_of(_hour(hour)), attributed, columns[0], categories_of(kind, columns)
+        )
+    return sums
+
+
+def _runpod_sums(account_ids, start, end, day_of) -> dict[int, _RecordSums]:
+    """Runpod's own account totals (`/v2/billing`), per day and category."""
+    sums = {pk: _RecordSums() for pk in account_ids}
+    for account_id, hour, total, components in AccountBillingRecord.objects.filter(
+        account_id__in=account_ids, bucket_start__gte=start, bucket_start__lt=end
+    ).values_list("account_id", "bucket_start", "total_usd", "components"):
+        categories = []
+        known = ZERO
+        for key, value in (components or {}).items():
+            category = ACCOUNT_COMPONENTS.get(key)
+            if category is not None:
+                amount = Decimal(str(value))
+                categories.append((category, amount))
+                known += amount
+        if total - known:
+            categories.append((Category.OTHER, total - known))
+        sums[account_id].add(day_of(_hour(hour)), True, total, categories)
+    return sums
+
+
+def _accounts_periods(
+    accounts, month: dt.date, time_zone: str, *, now: dt.datetime, archived: Sequence[dt.date]
+) -> list[AccountPeriod]:
+    """Reconcile these accounts over one billing period, in a fixed number of queries."""
+    start, end = billing_period(month.year, month.month, time_zone)
+    days = period_days(month.year, month.month, time_zone)
+    ids = [account.pk for account in accounts]
+    # An archived month's records are gone from the table (its partition detached) while its
+    # rollups stay: it is read from the records, as before, so that it shows as archived.
+    records = _record_sums(ids, days, rollups=_utc_days(days) and not archived)
+    runpod = _runpod_sums(ids, start, end, _day_index(days))
+    spans = held_spans_by_account(ids, start)
+    results = []
+    for account in accounts:
+        ours, theirs = records[account.pk], runpod[account.pk]
+        result = AccountPeriod(
+            account=account,
+            month=month,
+            archived_months=list(archived),
+            attributed_usd=ours.attributed_usd,
+            unattributed_usd=ours.unattributed_usd,
+            runpod_usd=theirs.total_usd,
+        )
+        for day, day_start, day_end in days:
+            held = any(a <= day_start and day_end <= b for a, b in spans[account.pk])
+            result.days.append(
+                DayRow(
+                    day=day,
+                    records_usd=ours.by_day.get(day, ZERO),
+                    runpod_usd=theirs.by_day.get(day, ZERO),
+                    due=day_end <= now,
+                    held=held,
+                )
+            )
+        result.categories = [
+            CategoryRow(c.value, ours.by_category.get(c, ZERO), theirs.by_category.get(c, ZERO))
+            for c in Category
+            if ours.by_category.get(c) or theirs.by_category.get(c)
+        ]
+        results.append(result)
+    return results
+
+
 def account_period(
     account,
     month: dt.date,
@@ -147,67 +317,9 @@ def account_period(
     now: dt.datetime | None = None,
     archived: Sequence[dt.date] = (),
 ) -> AccountPeriod:
-    """Reconcile one account over one billing period (records grouped by hour in SQL, so
-    the cost does not grow with the number of resources)."""
+    """Reconcile one account over one billing period."""
     now = now or timezone.now()
-    start, end = billing_period(month.year, month.month, time_zone)
-    days = period_days(month.year, month.month, time_zone)
-    day_of = _day_index(days)
-    result = AccountPeriod(account=account, month=month, archived_months=list(archived))
-
-    records = BillingRecord.objects.filter(
-        resource__account=account, bucket_start__gte=start, bucket_start__lt=end
-    ).annotate(
-        attributed=ExpressionWrapper(Q(allocation__isnull=False), output_field=BooleanField())
-    )
-    by_day: dict[dt.date, Decimal] = defaultdict(lambda: ZERO)
-    by_category: dict[str, Decimal] = defaultdict(lambda: ZERO)
-    sums = grouped_multi_sums(records, ["bucket_start", "kind", "attributed"], COLUMNS)
-    for (hour, kind, attributed), columns in sums.items():
-        total = columns[0]
-        if attributed:
-            result.attributed_usd += total
-        else:
-            result.unattributed_usd += total
-        by_day[day_of(_hour(hour))] += total
-        for category, amount in categories_of(kind, columns):
-            by_category[category] += amount
-
-    runpod_by_day: dict[dt.date, Decimal] = defaultdict(lambda: ZERO)
-    runpod_by_category: dict[str, Decimal] = defaultdict(lambda: ZERO)
-    for hour, total, components in AccountBillingRecord.objects.filter(
-        account=account, bucket_start__gte=start, bucket_start__lt=end
-    ).values_list("bucket_start", "total_usd", "components"):
-        result.runpod_usd += total
-        runpod_by_day[day_of(_hour(hour))] += total
-        known = ZERO
-        for key, value in (components or {}).items():
-            category = ACCOUNT_COMPONENTS.get(key)
-            if category is not None:
-                amount = Decimal(str(value))
-                runpod_by_category[category] += amount
-                known += amount
-        if total - known:
-            runpod_by_category[Category.OTHER] += total - known
-
-    spans = held_spans(account, start)
-    for day, day_start, day_end in days:
-        held = any(a <= day_start and day_end <= b for a, b in spans)
-        result.days.append(
-            DayRow(
-                day=day,
-                records_usd=by_day.get(day, ZERO),
-                runpod_usd=runpod_by_day.get(day, ZERO),
-                due=day_end <= now,
-                held=held,
-            )
-        )
-    result.categories = [
-        CategoryRow(c.value, by_category.get(c, ZERO), runpod_by_category.get(c, ZERO))
-        for c in Category
-        if by_category.get(c) or runpod_by_category.get(c)
-    ]
-    return result
+    return _accounts_periods([account], month, time_zone, now=now, archived=archived)[0]
 
 
 def _hour(moment: dt.datetime) -> dt.datetime:
@@ -217,10 +329,12 @@ def _hour(moment: dt.datetime) -> dt.datetime:
 def period_reconciliation(institution, month: dt.date, *, now=None) -> list[AccountPeriod]:
     """Every Runpod account of the institution over one period."""
     archived = detached_within(*billing_period(month.year, month.month, institution.time_zone))
-    return [
-        account_period(account, month, institution.time_zone, now=now, archived=archived)
-        for account in RunpodAccount.objects.filter(institution=institution).order_by("name")
-    ]
+    accounts = list(RunpodAccount.objects.filter(institution=institution).order_by("name"))
+    if not accounts:
+        return []
+    return _accounts_periods(
+        accounts, month, institution.time_zone, now=now or timezone.now(), archived=archived
+    )
 
 
 # An invoice's lines now --------------------------------------------------------------------

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from labgov.accounts import access
 from labgov.accounts.models import Institution, Membership, Role, User
-from labgov.audit.services import audit_record
+from labgov.audit.services import audit_record, audit_records
 from labgov.core.errors import DomainError
 from labgov.core.money import CENT, ZERO, to_cents
 from labgov.funding.models import Allocation, FundingSource
@@ -265,10 +265,8 @@ def _sort_key(line: InvoiceLine):
     return (3, line.created_at, 0, "", 0)
 
 
-def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -> None:
-    """Replace a draft's lines: `lines` in order, then the F&A line on what they charge, and
-    the totals from the rounded lines."""
-    InvoiceLine.objects.filter(invoice=invoice).delete()
+def _with_indirect(lines: list[InvoiceLine], funding_source) -> list[InvoiceLine]:
+    """`lines` in order, then the F&A line on what they charge; unsaved, numbered."""
     ordered = sorted(lines, key=_sort_key)
     rate = funding_source.indirect_cost_rate_percent
     base = sum((line.amount_usd for line in ordered), ZERO)
@@ -290,11 +288,24 @@ def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -
     for position, line in enumerate(ordered, start=1):
         line.pk = None
         line._state.adding = True
-        line.invoice = invoice
         line.position = position
+    return ordered
+
+
+def _set_totals(invoice: Invoice, lines: list[InvoiceLine]) -> None:
+    invoice.total_usd = sum((line.amount_usd for line in lines), ZERO)
+    invoice.exact_total_usd = sum((line.exact_amount_usd for line in lines), ZERO)
+
+
+def _rewrite_lines(invoice: Invoice, lines: list[InvoiceLine], funding_source) -> None:
+    """Replace a draft's lines: `lines` in order, then the F&A line on what they charge, and
+    the totals from the rounded lines."""
+    InvoiceLine.objects.filter(invoice=invoice).delete()
+    ordered = _with_indirect(lines, funding_source)
+    for line in ordered:
+        line.invoice = invoice
     InvoiceLine.objects.bulk_create(ordered)
-    invoice.total_usd = sum((line.amount_usd for line in ordered), ZERO)
-    invoice.exact_total_usd = sum((line.exact_amount_usd for line in ordered), ZERO)
+    _set_totals(invoice, ordered)
     invoice.save(update_fields=["total_usd", "exact_total_usd"])
 
 
@@ -354,7 +365,15 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
         .exclude(status=Invoice.Status.VOID)
     }
     sources = FundingSource.objects.in_bulk(set(generated) | set(existing))
-    result = []
+    drafts = [i for i in existing.values() if i.status == Invoice.Status.DRAFT]
+    entered: dict[int, list[InvoiceLine]] = {i.pk: [] for i in drafts}
+    for line in InvoiceLine.objects.filter(
+        invoice__in=drafts, kind__in=InvoiceLine.ENTERED_KINDS
+    ).order_by("position"):
+        entered[line.invoice_id].append(line)
+    # Every draft's lines are worked out first, then written together: a few queries for the
+    # period rather than a few per funding source.
+    result, written, events = [], [], []
     for fs_id in sorted(set(generated) | set(existing)):
         invoice, fs = existing.get(fs_id), sources[fs_id]
         if invoice is not None and invoice.status != Invoice.Status.DRAFT:
@@ -368,7 +387,7 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
             )
             before = None
         else:
-            lines += list(invoice.lines.filter(kind__in=InvoiceLine.ENTERED_KINDS))
+            lines += entered[invoice.pk]
             before = {"total_usd": str(invoice.total_usd)}
             if not lines:
                 audit_record(
@@ -385,18 +404,42 @@ def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[I
         invoice.period_start, invoice.period_end = start, end
         invoice.generated_at, invoice.generated_by = now, actor
         invoice.generated_spend_version = version
-        invoice.save()
-        _rewrite_lines(invoice, lines, fs)
-        audit_record(
-            actor=actor,
-            action="invoice.generate",
-            target=invoice,
-            institution_id=institution.pk,
-            before=before,
-            after={"total_usd": str(invoice.total_usd), "lines": len(lines)},
-        )
+        ordered = _with_indirect(lines, fs)
+        _set_totals(invoice, ordered)
+        written.append((invoice, ordered))
+        events.append((invoice, before, {"total_usd": str(invoice.total_usd), "lines": len(lines)}))
         result.append(invoice)
+    if not result:
+        return result
+    kept = [invoice for invoice in result if invoice.pk is not None]
+    InvoiceLine.objects.filter(invoice__in=kept).delete()
+    Invoice.objects.bulk_update(kept, GENERATED_FIELDS, batch_size=500)
+    Invoice.objects.bulk_create([invoice for invoice in result if invoice.pk is None])
+    for invoice, ordered in written:
+        for line in ordered:
+            line.invoice = invoice
+    InvoiceLine.objects.bulk_create(
+        [line for _, ordered in written for line in ordered], batch_size=2000
+    )
+    audit_records(
+        actor=actor, action="invoice.generate", institution_id=institution.pk, events=events
+    )
     return result
+
+
+# What generation writes on a draft it keeps.
+GENERATED_FIELDS = [
+    "lab",
+    "cost_center",
+    "award_number",
+    "period_start",
+    "period_end",
+    "generated_at",
+    "generated_by",
+    "generated_spend_version",
+    "total_usd",
+    "exact_total_usd",
+]
 
 
 # Credits and adjustments -----------------------------------------------------------------
@@ -502,28 +545,121 @@ def invoice_line_remove(*, actor, line: InvoiceLine) -> None:
 # Issue and void --------------------------------------------------------------------------
 
 
-def _next_number(institution_id: int, year: int) -> int:
+def _next_numbers(institution_id: int, year: int, count: int) -> range:
+    """The next `count` numbers of the institution's year, taken under the counter row's lock
+    (held to the end of the transaction: concurrent issues queue, and a failed one rolls its
+    numbers back with it, so none is lost)."""
     InvoiceCounter.objects.bulk_create(
         [InvoiceCounter(institution_id=institution_id, year=year)], ignore_conflicts=True
     )
     counter = InvoiceCounter.objects.select_for_update().get(
         institution_id=institution_id, year=year
     )
-    counter.last_seq += 1
+    first = counter.last_seq + 1
+    counter.last_seq += count
     counter.save(update_fields=["last_seq"])
-    return counter.last_seq
+    return range(first, first + count)
 
 
-def _snapshot_names(invoice: Invoice) -> None:
-    """Keep on the invoice and its lines the names they are issued under (saved with the
-    invoice; the lines while it is still a draft, which the database's trigger requires)."""
-    invoice.institution_name = invoice.institution.name
-    invoice.lab_name = invoice.lab.name
-    invoice.funding_source_name = invoice.funding_source.name
+def _snapshot_names(invoices: list[Invoice]) -> None:
+    """Keep on the invoices and their lines the names they are issued under (saved with the
+    invoices; the lines while they are still drafts, which the database's trigger requires)."""
+    for invoice in invoices:
+        invoice.institution_name = invoice.institution.name
+        invoice.lab_name = invoice.lab.name
+        invoice.funding_source_name = invoice.funding_source.name
     names = User.objects.filter(pk=OuterRef("person_id")).annotate(n=person_name()).values("n")
-    InvoiceLine.objects.filter(invoice=invoice, person__isnull=False).update(
-        person_name=Subquery(names[:1])
-    )
+    InvoiceLine.objects.filter(
+        invoice_id__in=[i.pk for i in invoices], person__isnull=False
+    ).update(person_name=Subquery(names[:1]))
+
+
+ISSUED_FIELDS = [
+    "status",
+    "number_year",
+    "number_seq",
+    "number",
+    "issued_at",
+    "issued_by",
+    "institution_name",
+    "lab_name",
+    "funding_source_name",
+]
+
+
+def _issue(*, actor, invoices, now) -> list[Invoice]:
+    """Number drafts in the order given and freeze them, in the caller's transaction: each
+    passes invoice_issue's checks (the first that fails, in that order, refuses them all), and
+    the reads and writes take a fixed number of queries however many they are."""
+    from labgov.invoicing.staleness import stale_drafts
+
+    ids = [invoice.pk for invoice in invoices]
+    rows = {
+        row.pk: row
+        for row in Invoice.objects.select_for_update(of=("self",))
+        .select_related("institution", "lab", "funding_source")
+        .filter(pk__in=ids)
+        .order_by("pk")
+    }
+    locked = [rows[pk] for pk in ids]
+    periods = {(i.institution_id, i.month): i.institution for i in locked}
+    closed = {key: is_closed(key[0], key[1]) for key in periods}
+    stale: dict = {}
+    for (_, month), institution in periods.items():
+        drafts = [i for i in locked if i.institution_id == institution.pk and i.month == month]
+        stale |= stale_drafts(institution, month, drafts, now=now)
+    changed: set[int] = set()
+    if actor is not None:
+        changed |= set(
+            InvoiceLine.objects.filter(invoice_id__in=ids, entered_by=actor).values_list(
+                "invoice_id", flat=True
+            )
+        )
+        changed |= set(
+            Invoice.changed_by.through.objects.filter(
+                invoice_id__in=ids, user_id=actor.pk
+            ).values_list("invoice_id", flat=True)
+        )
+    for invoice in locked:
+        if invoice.status != Invoice.Status.DRAFT:
+            raise DomainError(f"{invoice} is not a draft; it was issued already.")
+        if invoice.period_end > now:
+            raise DomainError(f"{_month_label(invoice.month)} has not ended; issue it after.")
+        if closed[(invoice.institution_id, invoice.month)]:
+            _refuse_closed(invoice)
+        if invoice.pk in stale:
+            raise DomainError(f"{invoice} is not issued. {stale[invoice.pk].message}")
+        if invoice.pk in changed:
+            raise DomainError(
+                "You changed this invoice's lines (entered or removed a credit or adjustment, "
+                "or voided the invoice it replaces): another person issues it."
+            )
+    by_year: dict[tuple[int, int], list[Invoice]] = {}
+    for invoice in locked:
+        year = now.astimezone(zone(invoice.institution.time_zone)).year
+        by_year.setdefault((invoice.institution_id, year), []).append(invoice)
+    for (institution_id, year), numbered in by_year.items():
+        for invoice, seq in zip(
+            numbered, _next_numbers(institution_id, year, len(numbered)), strict=True
+        ):
+            invoice.status = Invoice.Status.ISSUED
+            invoice.number_year, invoice.number_seq = year, seq
+            invoice.number = f"{year}-{seq:05d}"
+            invoice.issued_at, invoice.issued_by = now, actor
+    _snapshot_names(locked)
+    Invoice.objects.bulk_update(locked, ISSUED_FIELDS, batch_size=500)
+    for institution_id in {invoice.institution_id for invoice in locked}:
+        audit_records(
+            actor=actor,
+            action="invoice.issue",
+            institution_id=institution_id,
+            events=[
+                (invoice, None, {"number": invoice.number, "total_usd": str(invoice.total_usd)})
+                for invoice in locked
+                if invoice.institution_id == institution_id
+            ],
+        )
+    return locked
 
 
 @transaction.atomic
@@ -531,47 +667,8 @@ def invoice_issue(*, actor, invoice: Invoice, now=None) -> Invoice:
     """Number a draft and freeze it. Nobody issues an invoice carrying a credit or an
     adjustment they entered themselves: a second person does."""
     _require_manager(actor, invoice.institution_id)
-    now = now or timezone.now()
-    locked = (
-        Invoice.objects.select_for_update(of=("self",))
-        .select_related("institution", "lab", "funding_source")
-        .get(pk=invoice.pk)
-    )
-    if locked.status != Invoice.Status.DRAFT:
-        raise DomainError(f"{locked} is not a draft; it was issued already.")
-    if locked.period_end > now:
-        raise DomainError(f"{_month_label(locked.month)} has not ended; issue it after.")
-    _refuse_closed(locked)
-    from labgov.invoicing.staleness import stale_drafts
-
-    stale = stale_drafts(locked.institution, locked.month, [locked], now=now).get(locked.pk)
-    if stale is not None:
-        raise DomainError(f"{locked} is not issued. {stale.message}")
-    if actor is not None and (
-        locked.lines.filter(entered_by=actor).exists()
-        or locked.changed_by.filter(pk=actor.pk).exists()
-    ):
-        raise DomainError(
-            "You changed this invoice's lines (entered or removed a credit or adjustment, or "
-            "voided the invoice it replaces): another person issues it."
-        )
-    institution = locked.institution
-    year = now.astimezone(zone(institution.time_zone)).year
-    seq = _next_number(institution.pk, year)
-    locked.status = Invoice.Status.ISSUED
-    locked.number_year, locked.number_seq = year, seq
-    locked.number = f"{year}-{seq:05d}"
-    locked.issued_at, locked.issued_by = now, actor
-    _snapshot_names(locked)
-    locked.save()
-    audit_record(
-        actor=actor,
-        action="invoice.issue",
-        target=locked,
-        institution_id=institution.pk,
-        after={"number": locked.number, "total_usd": str(locked.total_usd)},
-    )
-    return locked
+    (issued,) = _issue(actor=actor, invoices=[invoice], now=now or timezone.now())
+    return issued
 
 
 @transaction.atomic
@@ -661,10 +758,10 @@ def period_close_checked(
     if reason:
         reason = _clean_reason(reason, "Accepting a difference")
     invoices_generate(actor=actor, institution=institution, month=month, now=now)
-    for draft in Invoice.objects.filter(
+    drafts = Invoice.objects.filter(
         institution=institution, month=month, status=Invoice.Status.DRAFT
-    ).order_by("cost_center", "funding_source__name", "pk"):
-        invoice_issue(actor=actor, invoice=draft, now=now)
+    ).order_by("cost_center", "funding_source__name", "pk")
+    _issue(actor=actor, invoices=list(drafts), now=now)
     difference = sum((a.difference_usd for a in reconciliations), ZERO)
     period = period_close(
         actor=actor,

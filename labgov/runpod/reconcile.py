@@ -78,6 +78,19 @@ def held_spans(account, since: dt.datetime) -> list[tuple[dt.datetime, dt.dateti
     )
 
 
+def held_spans_by_account(account_ids, since: dt.datetime) -> dict[int, list]:
+    """held_spans of several accounts in one query: {account id: merged windows}."""
+    windows: dict[int, list] = {pk: [] for pk in account_ids}
+    for account_id, start, end in SyncRun.objects.filter(
+        account_id__in=windows,
+        status=SyncRun.Status.SUCCEEDED,
+        window_start__isnull=False,
+        window_end__gt=since,
+    ).values_list("account_id", "window_start", "window_end"):
+        windows[account_id].append((start, end))
+    return {pk: _merged(spans) for pk, spans in windows.items()}
+
+
 def _merged(windows) -> list[tuple[dt.datetime, dt.datetime]]:
     spans: list[tuple[dt.datetime, dt.datetime]] = []
     for start, end in sorted(windows):

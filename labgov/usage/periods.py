@@ -8,6 +8,7 @@ offsets): every hourly bucket belongs to exactly one period, and to one local da
 """
 
 import datetime as dt
+import functools
 import zoneinfo
 
 from django.db import transaction
@@ -25,6 +26,9 @@ def zone(name: str) -> dt.tzinfo:
     return UTC if name in ("", "UTC") else zoneinfo.ZoneInfo(name)
 
 
+# Pure (a zone's rules are fixed for the process), and asked for the same few days over and over
+# (invoice generation: every line's days).
+@functools.lru_cache(maxsize=8192)
 def local_day_start(day: dt.date, time_zone: str) -> dt.datetime:
     """The UTC hour at which `day` begins for an institution in `time_zone`."""
     local = dt.datetime(day.year, day.month, day.day, tzinfo=zone(time_zone))
