@@ -101,7 +101,7 @@ def idle_words(state: IdleState, now: dt.datetime) -> str:
 def idle_finding(ctx: Context, pod: Resource, state: IdleState, config) -> Finding:
     rate = pod.cost_per_hr_usd
     spent = spent_idle_usd(rate, state, ctx.now)
-    name = pod.name or pod.runpod_id
+    name = pod.label
     gpus = f"{pod.gpu_count}× {pod.gpu_type_id}" if pod.gpu_type_id else f"{pod.gpu_count} GPUs"
     recent = state.recent[-1] if state.recent else None
     reading = (

@@ -101,7 +101,7 @@ def stopped_pod_disks(ctx: Context) -> list[Finding]:
             status_changed_at=pod.status_changed_at,
             first_seen_at=pod.first_seen_at,
         )
-        name = pod.name or pod.runpod_id
+        name = pod.label
         bound = isinstance(since, Before)
         stopped = f"Stopped since {since_words(since)}" if since else "Stopped"
         if bound:
@@ -173,7 +173,7 @@ def idle_network_volumes(ctx: Context) -> list[Finding]:
             continue
         bound = isinstance(since, Before)
         monthly = network_volume_monthly_usd(size_gb=volume.size_gb, volume_type=volume.volume_type)
-        name = volume.name or volume.runpod_id
+        name = volume.label
         used = "used by a running pod" if key in last_used or key in observed else "used by a pod"
         span = f"at least {idle_days} days" if bound else f"{idle_days} days"
         findings.append(
@@ -424,14 +424,12 @@ def funding_ending(ctx: Context, sources) -> list[Finding]:
                 f"{total_gb:,} GB of volumes on it ({usd(monthly)}/month)",
                 detail="Decide for each volume: keep it on other money, or delete it once its "
                 "data is saved elsewhere. Volumes: "
-                + "; ".join(
-                    f"{r.name or r.runpod_id} ({gb} GB, {usd(m)}/month)" for r, gb, m in sized
-                ),
+                + "; ".join(f"{r.label} ({gb} GB, {usd(m)}/month)" for r, gb, m in sized),
                 monthly_cost_usd=monthly,
                 facts={
                     "end_date": source.end_date.isoformat(),
                     "volumes": [
-                        {"id": r.pk, "name": r.name or r.runpod_id, "gb": gb, "monthly_usd": str(m)}
+                        {"id": r.pk, "name": r.label, "gb": gb, "monthly_usd": str(m)}
                         for r, gb, m in sized
                     ],
                 },

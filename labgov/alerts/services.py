@@ -333,7 +333,7 @@ def _tell_owner(actor, alert: Alert, pod: Resource, action: str, *, event_id: in
     if owner is None or (actor is not None and owner.pk == actor.pk) or not owner.is_active:
         return
     kind, consequence = OWNER_TOLD[action]
-    name = pod.name or pod.runpod_id
+    name = pod.label
     who = "labgov" if actor is None else (actor.get_full_name() or actor.username)
     notify(
         recipients=[owner],

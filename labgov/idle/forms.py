@@ -28,7 +28,7 @@ class NeverStopForm(BoundedForm):
 
     def __init__(self, *args, pods=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["pod"].choices = [(p.pk, p.name or p.runpod_id) for p in pods]
+        self.fields["pod"].choices = [(p.pk, p.label) for p in pods]
 
 
 class KeepForm(BoundedForm):

@@ -134,7 +134,7 @@ def _warn(pod, lab_id, owner_id, policy, state, due, now) -> StopNotice:
         warned_at=now,
         stop_at=stop_at,
     )
-    name = pod.name or pod.runpod_id
+    name = pod.label
     spent = spent_idle_usd(pod.cost_per_hr_usd, state, now)
     notify(
         recipients=_people(owner_id, lab_id, admins=False),
@@ -176,7 +176,7 @@ def _refuse(pod: Resource, notice: StopNotice, now: dt.datetime) -> None:
         after={"notice_id": notice.pk, "reason": "container disk only"},
         note=outcome,
     )
-    name = pod.name or pod.runpod_id
+    name = pod.label
     notify(
         recipients=_people(notice.owner_id, notice.lab_id, admins=True),
         kind="idle.stop_refused",
@@ -239,7 +239,7 @@ def _stop(pod, notice, state, policy, now, client_factory) -> bool:
             },
             note=f"Automatic stop by the lab's idle policy: {outcome}",
         )
-        name = pod.name or pod.runpod_id
+        name = pod.label
         notify(
             recipients=_people(notice.owner_id, notice.lab_id, admins=True),
             kind="idle.stopped",

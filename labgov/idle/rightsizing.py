@@ -155,7 +155,7 @@ def suggestions_table(found: list[Suggestion]) -> Table:
         rows.append(
             Row(
                 [
-                    s.pod.name or s.pod.runpod_id,
+                    s.pod.label,
                     f"#{s.request.pk} {s.request.title}" if s.request else "",
                     str(owner) if owner else "",  # the full name (the username if none)
                     f"{s.pod.gpu_count}× {s.pod.gpu_type_id}",

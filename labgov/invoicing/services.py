@@ -105,7 +105,7 @@ def _usage_lines(institution, month, *, now, reconcile=True) -> dict[int, list[I
             InvoiceLine(
                 kind=InvoiceLine.Kind.USAGE,
                 category=category,
-                description=f"{resource.get_kind_display()} {resource.name or resource.runpod_id}",
+                description=f"{resource.get_kind_display()} {resource.label}",
                 account_id=resource.account_id,
                 resource=resource,
                 allocation=allocation,
@@ -170,7 +170,7 @@ def _late_lines(institution, month, *, now, reconcile=True) -> dict[int, list[In
                     category=category,
                     description=(
                         f"{label} of {_month_label(closed_month)} changed after it closed: "
-                        f"{resource.get_kind_display()} {resource.name or resource.runpod_id}"
+                        f"{resource.get_kind_display()} {resource.label}"
                     )[:300],
                     account_id=resource.account_id,
                     resource=resource,
@@ -200,11 +200,7 @@ def _transfer_lines(institution, month, *, now, reconcile=True) -> dict[int, lis
     )
     lines: dict[int, list[InvoiceLine]] = {}
     for t in transfers:
-        what = (
-            f"{t.resource.name or t.resource.runpod_id} on {t.account.name}"
-            if t.resource
-            else (t.account.name)
-        )
+        what = f"{t.resource.label} on {t.account.name}" if t.resource else (t.account.name)
         for allocation, other, amount, word in (
             (t.from_allocation, t.to_funding_source, -t.amount_usd, "to"),
             (t.to_allocation, t.from_funding_source, t.amount_usd, "from"),

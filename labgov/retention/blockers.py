@@ -27,7 +27,7 @@ def bounded(text: str, limit: int = NAME_CHARS) -> str:
 def pod_words(pod: Resource) -> str:
     owner = pod.current_allocation.user if pod.current_allocation_id else None
     who = f", {owner.get_full_name() or owner.username}'s" if owner else ", of nobody in labgov"
-    return f"{pod_state(pod)} pod {bounded(pod.name or pod.runpod_id)} ({pod.runpod_id}{who})"
+    return f"{pod_state(pod)} pod {bounded(pod.label)} ({pod.runpod_id}{who})"
 
 
 def pod_state(pod: Resource) -> str:
@@ -45,7 +45,7 @@ class Blocker:
 
     @property
     def name(self) -> str:
-        return bounded(self.pod.name or self.pod.runpod_id)
+        return bounded(self.pod.label)
 
     @property
     def owner(self):

@@ -130,7 +130,7 @@ def case_label(case: RetentionCase) -> str:
     kind = (
         "network volume" if resource.kind == ResourceKind.NETWORK_VOLUME else "pod volume disk of"
     )
-    return f"{kind} {resource.name or resource.runpod_id} ({case.size_gb} GB)"
+    return f"{kind} {resource.label} ({case.size_gb} GB)"
 
 
 def tell(

@@ -69,7 +69,7 @@ class Candidate:
     @property
     def label(self) -> str:
         kind = "Network volume" if self.resource.kind == ResourceKind.NETWORK_VOLUME else "Pod"
-        return f"{kind} {self.resource.name or self.resource.runpod_id}"
+        return f"{kind} {self.resource.label}"
 
 
 def lab_of(resource: Resource) -> int | None:

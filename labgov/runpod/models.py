@@ -135,7 +135,11 @@ class Resource(models.Model):
     account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="resources")
     kind = models.CharField(max_length=20, choices=ResourceKind.choices)
     runpod_id = models.CharField(max_length=100)
-    name = models.CharField(max_length=300, blank=True)
+    name = models.CharField(max_length=300, blank=True)  # Runpod's (as synced)
+    # What it was asked for as, when labgov provisioned it (the request's title): Runpod's
+    # name carries the request's marker (labgov-r12-3f9a…-fine-tune-8b), which people need not
+    # read. Pages show `label`.
+    requested_name = models.CharField(max_length=120, blank=True)
     status = models.CharField(max_length=30, blank=True)
     status_changed_at = models.DateTimeField(null=True, blank=True)
     cost_per_hr_usd = PreciseMoneyField(default=0)
@@ -183,7 +187,12 @@ class Resource(models.Model):
         ordering = ["kind", "name"]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} {self.name or self.runpod_id}"
+        return f"{self.get_kind_display()} {self.label}"
+
+    @property
+    def label(self) -> str:
+        """What people call it: the name it was requested under, else Runpod's, else its id."""
+        return self.requested_name or self.name or self.runpod_id
 
     @property
     def billing_only(self) -> bool:

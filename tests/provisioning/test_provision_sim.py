@@ -97,6 +97,9 @@ def test_the_task_creates_the_pod_after_commit(
     assert resource.current_allocation == world.allocation
     assert resource.assignments.get().source == "provisioned"
     assert ("POST", "/v2/pods") in sim.requests
+    # Shown under the name it was asked for; Runpod's keeps the attempt's marker.
+    assert resource.name.startswith(req.marker) and resource.requested_name == req.title
+    assert resource.label == req.title and str(resource) == f"Pod {req.title}"
 
 
 def test_402_insufficient_balance_fails_in_plain_words(world, approved, sim, account):

@@ -60,6 +60,7 @@ RESOURCE_FIELDS = (
     "kind",
     "runpod_id",
     "name",
+    "requested_name",
     "status",
     "status_changed_at",
     "cost_per_hr_usd",
@@ -113,6 +114,7 @@ class ShownResource:
     kind: str
     runpod_id: str
     name: str
+    requested_name: str
     status: str
     status_changed_at: dt.datetime | None
     cost_per_hr_usd: Decimal
@@ -133,6 +135,10 @@ class ShownResource:
 
     def get_kind_display(self) -> str:
         return ResourceKind(self.kind).label
+
+    @property
+    def label(self) -> str:
+        return self.requested_name or self.name or self.runpod_id
 
 
 # ShownResource's fields read from the resource itself, in its order.
@@ -281,7 +287,7 @@ def running_table(resources: list[ShownResource], *, with_funding: bool = False)
     rows = []
     for r in resources:
         cells = [
-            r.name or r.runpod_id,
+            r.label,
             r.get_kind_display(),
             f"{r.gpu_count}× {r.gpu_type_id}" if r.gpu_count else "",
         ]
@@ -319,7 +325,7 @@ def storage_table(resources: list[ShownResource], *, with_funding: bool = False)
     ]
     rows = []
     for r in resources:
-        cells = [r.name or r.runpod_id, r.get_kind_display(), r.storage_gb]
+        cells = [r.label, r.get_kind_display(), r.storage_gb]
         if with_funding:
             cells.append(r.funding_name)
         since = r.stopped_at if r.kind == ResourceKind.POD else None

@@ -206,7 +206,7 @@ def resources_table(resources: list[Resource]) -> Table:
         rows.append(
             Row(
                 [
-                    r.name or r.runpod_id,
+                    r.label,
                     r.get_kind_display(),
                     r.status,
                     r.current_allocation.funding_source.name,

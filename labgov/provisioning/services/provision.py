@@ -369,6 +369,11 @@ def _attribute(req: ProvisioningRequest, resource: Resource, *, since: dt.dateti
     in), never inside a closed period and never before its current assignment. A resource
     already paid by the same allocation is left as it is."""
     req.resources.add(resource)
+    if not resource.requested_name and resource.name.startswith(req.marker):
+        # What labgov made for it: shown under the request's title, Runpod's name beside it.
+        volume = " (volume)" if resource.kind == ResourceKind.NETWORK_VOLUME else ""
+        resource.requested_name = f"{req.title[: 120 - len(volume)]}{volume}"
+        resource.save(update_fields=["requested_name"])
     latest = Assignment.objects.filter(resource=resource).order_by("-starts_at", "-id").first()
     if latest is not None and latest.allocation_id == req.allocation_id:
         return
