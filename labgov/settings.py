@@ -395,6 +395,9 @@ if CELERY_TASK_ALWAYS_EAGER:
     # Tasks run in-process; an in-memory transport keeps Celery from looking for a broker.
     CELERY_BROKER_URL = "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
+# Without a broker, "Sync now" runs the sync in a thread of the web process beside the request
+# (which answers at once), not in the request itself. Tests turn it off (tests/settings.py).
+LABGOV_SYNC_NOW_BESIDE = CELERY_TASK_ALWAYS_EAGER and env_bool("LABGOV_SYNC_NOW_BESIDE", True)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Tasks are acknowledged after they finish, and a task whose worker died (kill -9, OOM, a
 # lost machine) goes back to the queue instead of being dropped: every acks_late task is

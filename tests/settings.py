@@ -19,6 +19,10 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoi
 LABGOV_SYNC_FIRST_DAYS = 8
 LABGOV_SYNC_SLICE_HOURS = 48
 
+# "Sync now" runs the sync in the request: a test reads what it wrote in its own transaction
+# (tests/runpod/test_sync_now.py turns the embedded mode's thread on).
+LABGOV_SYNC_NOW_BESIDE = False
+
 # One writer: tests run inside a transaction another thread's connection could not see.
 # tests/runpod/test_sync_parallel.py covers several writers on PostgreSQL.
 LABGOV_SYNC_WRITERS = 1

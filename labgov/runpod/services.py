@@ -1,9 +1,10 @@
 import datetime as dt
+import threading
 from decimal import Decimal
 
 import httpx
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -332,13 +333,30 @@ def sync_request(*, actor, account: RunpodAccount) -> None:
     if not account.is_active:
         raise DomainError(f"{account.name} is deactivated: turn it on again to sync it.")
 
+    args = (account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None)
+    if settings.LABGOV_SYNC_NOW_BESIDE:
+        transaction.on_commit(lambda: _sync_beside(*args))
+        return
     # The task by its name, as core/queue.py does: runpod.tasks imports the sync, which imports
     # these services. Unlike task_enqueue_on_commit, not robust, as before.
-    transaction.on_commit(
-        lambda: import_string("labgov.runpod.tasks.sync_account").delay(
-            account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None
-        )
-    )
+    transaction.on_commit(lambda: import_string("labgov.runpod.tasks.sync_account").delay(*args))
+
+
+def _sync_beside(*args) -> threading.Thread:
+    """Embedded mode (no broker: `make run`): the sync runs in a thread of this process, so
+    the request that asked for it answers at once and the account page follows the sync's
+    progress, instead of the request running it (a first sync takes seconds). The thread has
+    its own database connection, closed when it ends."""
+
+    def run():
+        try:
+            import_string("labgov.runpod.tasks.sync_account")(*args)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name=f"labgov-sync-{args[0]}", daemon=True)
+    thread.start()
+    return thread
 
 
 def rule_makers_note(account: RunpodAccount) -> str:

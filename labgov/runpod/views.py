@@ -1,3 +1,5 @@
+import datetime as dt
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -5,6 +7,8 @@ from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -188,12 +192,25 @@ def _status_context(account: RunpodAccount) -> dict:
     }
 
 
+def _requested_at(value: str) -> dt.datetime | None:
+    if not value.isdigit() or len(value) > 12:
+        return None
+    return dt.datetime.fromtimestamp(int(value), tz=dt.UTC)
+
+
 @login_required
 @require_http_methods(["GET"])
 def account_detail(request, pk: int):
     account = account_for_user(request.user, pk)
     context = _status_context(account)
     context["can_manage"] = access.can_manage_runpod_account(request.user, account.institution_id)
+    requested = _requested_at(request.GET.get("requested", ""))
+    if requested and context["running"] is None:
+        # Asked for a moment ago and not running yet: wait for it, for half a minute at most
+        # (a sync that finished meanwhile shows in the runs).
+        started = any(r.started_at >= requested for r in context["runs"])
+        if not started and timezone.now() - requested < dt.timedelta(seconds=30):
+            context["starting"] = int(requested.timestamp())
     if request.htmx:
         return render(request, "runpod/account_detail.html#status", context)
     from labgov.runpod.reconcile import account_reconciliation
@@ -244,6 +261,10 @@ def account_sync_now(request, pk: int):
         messages.error(request, exc.message)
     else:
         messages.success(request, "Sync queued; its progress shows below.")
+        # The page follows the sync from before it starts (a worker, or the embedded mode's
+        # thread, picks it up a moment later).
+        url = reverse("runpod:account_detail", args=[account.pk])
+        return redirect(f"{url}?requested={int(timezone.now().timestamp())}")
     return redirect("runpod:account_detail", pk=account.pk)
 
 
