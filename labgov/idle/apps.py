@@ -11,6 +11,7 @@ class IdleConfig(AppConfig):
 
         register("idle.stop_warning", "Your idle pod will be stopped", "critical")
         register("idle.stopped", "Your idle pod was stopped", "warning")
+        register("idle.kept_again", "An idle pod was kept running a second time", "warning")
         register(
             "idle.stop_refused", "An idle pod was not stopped (container disk only)", "warning"
         )

@@ -92,6 +92,9 @@ class StopNotice(models.Model):
     warned_at = models.DateTimeField()
     stop_at = models.DateTimeField()
     kept_until = models.DateTimeField(null=True, blank=True)
+    # How many times "keep running" was pressed in this idle run: the lab's admins hear of the
+    # second (each keep is the policy's hours of idle GPUs, paid).
+    keeps = models.PositiveSmallIntegerField(default=0)
     kept_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )

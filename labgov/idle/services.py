@@ -123,28 +123,61 @@ def may_keep_running(user, notice: StopNotice) -> bool:
 
 @transaction.atomic
 def stop_notice_keep(*, actor, notice: StopNotice, hours: int | None = None) -> StopNotice:
-    """The one click: keep the warned pod running for the policy's hours from now."""
+    """The one click: keep the warned pod running for the policy's hours from now (never
+    longer: the lab's policy says how long an idle pod may be kept). The keeps are counted;
+    at the second the lab's admins are told."""
     notice = StopNotice.objects.select_for_update().get(pk=notice.pk)
     access.deny_unless(may_keep_running(actor, notice))
     if notice.state not in (StopNotice.State.WARNED, StopNotice.State.KEPT):
         raise DomainError("This pod is no longer waiting to be stopped.")
     policy = policy_for(notice.lab)
     hours = hours or policy.keep_hours
-    if not 1 <= hours <= MAX_KEEP_HOURS:
-        raise DomainError(f"Keep it running 1 to {MAX_KEEP_HOURS} hours.")
+    limit = min(policy.keep_hours, MAX_KEEP_HOURS)
+    if not 1 <= hours <= limit:
+        raise DomainError(
+            f"Keep it running 1 to {limit} hours: the lab's policy keeps an idle pod running "
+            f"for at most {policy.keep_hours} hours at a time."
+        )
     now = timezone.now()
     before = {"state": notice.state, "stop_at": notice.stop_at.isoformat()}
     notice.state = StopNotice.State.KEPT
     notice.kept_until = now + dt.timedelta(hours=hours)
     notice.kept_by = actor
     notice.stop_at = notice.kept_until
-    notice.save(update_fields=["state", "kept_until", "kept_by", "stop_at"])
+    notice.keeps += 1
+    notice.save(update_fields=["state", "kept_until", "kept_by", "stop_at", "keeps"])
     audit_record(
         actor=actor,
         action="autostop.keep_running",
         target=notice,
         institution_id=notice.lab.institution_id,
         before=before,
-        after={"state": notice.state, "stop_at": notice.stop_at.isoformat(), "hours": hours},
+        after={
+            "state": notice.state,
+            "stop_at": notice.stop_at.isoformat(),
+            "hours": hours,
+            "keeps": notice.keeps,
+        },
     )
+    if notice.keeps == 2:
+        _tell_admins_of_keeps(notice, actor)
     return notice
+
+
+def _tell_admins_of_keeps(notice: StopNotice, actor) -> None:
+    from django.urls import reverse
+
+    from labgov.idle.policy import _lab_admins
+    from labgov.notifications.services import notify
+
+    pod = notice.resource
+    notify(
+        recipients=[u for u in _lab_admins(notice.lab_id) if u.pk != actor.pk],
+        kind="idle.kept_again",
+        subject=f"Idle pod {pod.label} kept running a second time",
+        body=f"{actor} kept the idle pod {pod.label} running again, until "
+        f"{notice.kept_until:%Y-%m-%d %H:%M} UTC. Its GPUs have done nothing since "
+        f"{notice.idle_since:%Y-%m-%d %H:%M} UTC.",
+        url=reverse("idle:notice", args=[notice.pk]),
+        dedupe_key=f"idle-notice:{notice.pk}:kept-again",
+    )

@@ -132,3 +132,41 @@ def test_right_sizing_names_the_owner_by_name(world, oversized, client_for):
     assert "Sam Okafor" in page and f">{world.member.username}<" not in page
     csv_text = client_for(world.lab_admin).get(url + "?format=csv").content.decode()
     assert "Sam Okafor" in csv_text
+
+
+def test_keep_running_is_capped_at_the_policy_counted_and_the_admins_hear_of_the_second(
+    world, account, client_for
+):
+    from labgov.idle.models import AutoStopPolicy, StopNotice
+    from labgov.notifications.models import Notification
+
+    AutoStopPolicy.objects.create(lab=world.lab, enabled=True, idle_hours=3, keep_hours=1)
+    pod = make_pod(account, world.allocation, gpu_type_id=H100, gpu_count=8)
+    notice = StopNotice.objects.create(
+        resource=pod, lab=world.lab, owner=world.member, idle_since=T0, warned_at=T0, stop_at=T0
+    )
+    keep = reverse("idle:notice_keep", args=[notice.pk])
+    member = client_for(world.member)
+    # The attack: 72 hours when the lab's policy says 1.
+    page = member.post(keep, {"hours": "72"}, follow=True).content.decode()
+    assert "at most 1 hours at a time" in page
+    notice.refresh_from_db()
+    assert notice.state == StopNotice.State.WARNED and notice.keeps == 0
+
+    member.post(keep)
+    notice.refresh_from_db()
+    from django.utils import timezone
+
+    assert notice.keeps == 1 and notice.stop_at == notice.kept_until
+    assert notice.kept_until - timezone.now() <= dt.timedelta(hours=1)  # the policy's hour
+    assert not Notification.objects.filter(kind="idle.kept_again").exists()
+    member.post(keep)
+    notice.refresh_from_db()
+    assert notice.keeps == 2
+    (told,) = Notification.objects.filter(kind="idle.kept_again")
+    assert told.recipient == world.lab_admin and "a second time" in told.subject
+    member.post(keep)  # the third: counted, the admins were told already
+    notice.refresh_from_db()
+    assert notice.keeps == 3 and Notification.objects.filter(kind="idle.kept_again").count() == 1
+    page = member.get(reverse("idle:notice", args=[notice.pk])).content.decode()
+    assert "kept 3 times" in page
