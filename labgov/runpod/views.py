@@ -195,7 +195,10 @@ def _status_context(account: RunpodAccount) -> dict:
 def _requested_at(value: str) -> dt.datetime | None:
     if not value.isdigit() or len(value) > 12:
         return None
-    return dt.datetime.fromtimestamp(int(value), tz=dt.UTC)
+    try:
+        return dt.datetime.fromtimestamp(int(value), tz=dt.UTC)
+    except (ValueError, OverflowError, OSError):  # past the year 9999: not a request time
+        return None
 
 
 @login_required
