@@ -136,56 +136,49 @@ def transfer_new(request):
     return render(request, "transfers/form.html", {"form": form})
 
 
-def _decide(request, pk: int, decide, done: str):
-    transfer = access.get_or_404(transfers_visible_to(request.user), pk=pk)
-    access.deny_unless(access.can_transfer_directly(request.user, transfer.institution_id))
+def _decide(request, pk: int, *, visible, decide, what: str, name: str, done: str):
+    """Approve or reject a cost transfer or a back-dated move: the same people decide both."""
+    proposal = access.get_or_404(visible(request.user), pk=pk)
+    access.deny_unless(access.can_transfer_directly(request.user, proposal.institution_id))
     form = DecisionForm(request.POST)
     note = form.cleaned_data["note"] if form.is_valid() else ""
     try:
-        decide(actor=request.user, transfer=transfer, note=note)
+        decide(actor=request.user, note=note, **{what: proposal})
     except DomainError as exc:
-        messages.error(request, f"#{transfer.pk}: {exc.message}")
+        messages.error(request, f"{name}{proposal.pk}: {exc.message}")
     else:
-        messages.success(request, f"Transfer #{transfer.pk} {done}.")
+        messages.success(request, f"{name}{proposal.pk} {done}.")
     return redirect("transfers:list")
+
+
+TRANSFER = {"visible": transfers_visible_to, "what": "transfer", "name": "Transfer #"}
+MOVE = {"visible": spend_moves_visible_to, "what": "move", "name": "Move #"}
 
 
 @login_required
 @require_POST
 def transfer_approve(request, pk: int):
-    return _decide(request, pk, cost_transfer_approve, "approved and applied")
+    return _decide(
+        request, pk, **TRANSFER, decide=cost_transfer_approve, done="approved and applied"
+    )
 
 
 @login_required
 @require_POST
 def transfer_reject(request, pk: int):
-    return _decide(request, pk, cost_transfer_reject, "rejected")
-
-
-def _decide_move(request, pk: int, decide, done: str):
-    move = access.get_or_404(spend_moves_visible_to(request.user), pk=pk)
-    access.deny_unless(access.can_transfer_directly(request.user, move.institution_id))
-    form = DecisionForm(request.POST)
-    note = form.cleaned_data["note"] if form.is_valid() else ""
-    try:
-        decide(actor=request.user, move=move, note=note)
-    except DomainError as exc:
-        messages.error(request, f"Move #{move.pk}: {exc.message}")
-    else:
-        messages.success(request, f"Move #{move.pk} {done}.")
-    return redirect("transfers:list")
+    return _decide(request, pk, **TRANSFER, decide=cost_transfer_reject, done="rejected")
 
 
 @login_required
 @require_POST
 def spend_move_approve_view(request, pk: int):
-    return _decide_move(request, pk, spend_move_approve, "approved and applied")
+    return _decide(request, pk, **MOVE, decide=spend_move_approve, done="approved and applied")
 
 
 @login_required
 @require_POST
 def spend_move_reject_view(request, pk: int):
-    return _decide_move(request, pk, spend_move_reject, "rejected")
+    return _decide(request, pk, **MOVE, decide=spend_move_reject, done="rejected")
 
 
 @login_required
