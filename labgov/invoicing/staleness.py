@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.core.cache import cache
+from django.db import transaction
 from django.utils import timezone
 
 from labgov.core.money import ZERO, to_cents
@@ -93,7 +94,9 @@ def _fresh(institution, month: dt.date, version: int, *, now) -> dict[int, tuple
             _digest(keys),
             sum((to_cents(line.exact_amount_usd) for line in lines), ZERO),
         )
-    cache.set(cache_key, fresh, CACHE_SECONDS)
+    # Kept once the transaction that computed it commits: a version bumped in a transaction
+    # that rolls back is given again to the next change, which must not find this answer.
+    transaction.on_commit(lambda: cache.set(cache_key, fresh, CACHE_SECONDS))
     return fresh
 
 

@@ -117,3 +117,20 @@ def test_spend_of_another_month_leaves_octobers_drafts_alone(
     rollups_rebuild(account=account, days=[dt.date(2026, 11, 3)])
     with django_assert_num_queries(2):
         assert stale_drafts(world.institution, OCT, [draft]) == {}
+
+
+def test_an_answer_worked_out_in_a_rolled_back_change_is_not_kept(world, account, pod, draft):
+    """A change bumps the spend version, staleness is worked out, and the change rolls back;
+    the next change gets the same version number, and must be judged on its own data."""
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        bill(pod, at(2026, 10, 9, 2), allocation=world.allocation, gpu="0.00")
+        _sync(account, 9)  # a change that moves nothing: the draft stays current...
+        assert stale_drafts(world.institution, OCT, [draft]) == {}
+        raise RuntimeError("...and it rolls back")
+    # The next change of the same day, at the same version, adds $5.00 of spend.
+    bill(pod, at(2026, 10, 9, 3), allocation=world.allocation, gpu="5.00")
+    _sync(account, 9)
+    stale = stale_drafts(world.institution, OCT, [draft])
+    assert stale[draft.pk].difference_usd == D("5.00")
