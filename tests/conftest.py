@@ -7,6 +7,7 @@ from django.db import connection
 
 from labgov.accounts.models import Institution, Lab, Role, User
 from labgov.funding.models import Allocation, FundingSource
+from tests import fixtures_db
 from tests.factories import (
     AllocationFactory,
     FundingSourceFactory,
@@ -174,6 +175,7 @@ def pytest_configure(config):
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     DatabaseOperations.sql_flush = _emptying_sql(DatabaseOperations.sql_flush)
+    fixtures_db.install()  # test databases cloned from one migrated template
 
 
 @pytest.hookimpl(hookwrapper=True)
