@@ -9,8 +9,10 @@
 
 Pages come from the URL conf, so a page added later is swept too: one without arguments by
 itself, one with arguments once PAGE_ARGS says which object to open (the test fails naming
-it until then). One browser, one live server, and one logged-in context per role are shared
-by the whole sweep."""
+it until then). One seeded demo, one simulator, one browser and one live server are shared
+by the module's tests (seeding the demo is the slow part of a test's setup); the sweeps only
+read, and the one test that changes something (stopping a pod) stops a pod the sweeps do not
+open. At the module's end the database is emptied as a transactional test's end empties it."""
 
 import datetime as dt
 import os
@@ -26,13 +28,11 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from tests.fixtures_browser import ARGS, CHROMIUM
-from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
+from tests.provisioning.conftest import empty_append_only
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("flushable_append_only"),
-]
+# The tests read the module's committed demo (in a transaction each, rolled back at its end):
+# what they change goes through the live server, the browser's sessions were made with it.
+pytestmark = [pytest.mark.browser, pytest.mark.django_db]
 
 # The demo's people, one per role (seed_demo's PEOPLE).
 ROLES = {"inst_admin": "ada", "finance": "fin", "lab_admin": "pia", "member": "sam"}
@@ -87,6 +87,8 @@ class Demo:
     export_job: object
     retention_case: object
     stop_notice: object
+    keyboard_pod: object  # a second running pod of the member's, for the keyboard journey
+    sessions: dict  # username: session key, committed for the browser
 
 
 # Which object a page with arguments opens: its URL's arguments from the demo's objects.
@@ -155,10 +157,53 @@ def pages(demo: Demo) -> list[str]:
     return paths
 
 
-@pytest.fixture
-def demo(live_server, sim, at_sim_now):
+@pytest.fixture(scope="module")
+def _module_db(django_db_setup, django_db_blocker):
+    """The database open to the module's tests and committed (the live server's thread reads
+    it), emptied at the module's end as a transactional test's end empties it, then the
+    standing world built again for the tests after it."""
+    from django.db import connection
+
+    from tests.conftest import _build_world, _remember
+
+    with django_db_blocker.unblock():
+        yield
+        connection.close()  # Playwright's event loop ran in this thread: a connection anew
+        empty_append_only(connection)
+        call_command("flush", verbosity=0, interactive=False)
+        _remember(_build_world())
+
+
+@pytest.fixture(scope="module")
+def live_server_url(_module_db):
+    """A live server of the module's own (pytest-django's live_server would make each test a
+    transactional one, whose end empties the database the next test needs)."""
+    from pytest_django.live_server_helper import LiveServer
+
+    server = LiveServer("localhost:0")
+    server._live_server_modified_settings.enable()
+    yield server.url
+    server._live_server_modified_settings.disable()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def demo(_module_db, live_server_url):
     """`make run`'s data: the demo institution synced from the simulator, plus what the seeder
-    leaves to the people (a submitted request, an alert on the member's own pod)."""
+    leaves to the people (a submitted request, an alert on the member's own pod); at the
+    simulator's clock, so windows computed from "now" agree."""
+    import time_machine
+
+    from labgov.simulator import SimulatorServer, load_scenario
+
+    with (
+        SimulatorServer(scenario=load_scenario("default")) as sim,
+        time_machine.travel(sim.state.now, tick=True),
+    ):
+        yield _seed(sim)
+
+
+def _seed(sim) -> Demo:
     from labgov.accounts.models import Lab, User
     from labgov.alerts.models import Alert
     from labgov.exports.models import ExportJob
@@ -200,6 +245,22 @@ def demo(live_server, sim, at_sim_now):
         warned_at=now,
         stop_at=now + dt.timedelta(minutes=30),
     )
+    # The keyboard journey stops a pod of the member's: another running one, so the sweeps'
+    # pod stays running whichever test runs first.
+    keyboard_pod = (
+        Resource.objects.filter(account__institution=lab.institution, kind="pod", status="RUNNING")
+        .exclude(pk=pod.pk)
+        .first()
+    )
+    assert keyboard_pod is not None, "the demo has a second running pod"
+    resource_assign(
+        actor=User.objects.get(username="pia"), resource=keyboard_pod, allocation=allocation
+    )
+    sessions = {}
+    for username in {*ROLES.values(), "sam", "pia"}:
+        client = Client()
+        client.force_login(User.objects.get(username=username))
+        sessions[username] = client.cookies["sessionid"].value
     return Demo(
         lab=lab,
         institution=lab.institution,
@@ -215,6 +276,8 @@ def demo(live_server, sim, at_sim_now):
         retention_case=RetentionCase.objects.filter(lab=lab).first()
         or RetentionCase.objects.first(),
         stop_notice=notice,
+        keyboard_pod=keyboard_pod,
+        sessions=sessions,
     )
 
 
@@ -242,34 +305,30 @@ def _submitted_request(user, allocation):
     return request_submit(actor=user, req=req)
 
 
-@pytest.fixture
-def playwright_browser(monkeypatch):
+@pytest.fixture(scope="module")
+def playwright_browser(_module_db):
     if not os.path.exists(CHROMIUM):
+        if os.environ.get("LABGOV_REQUIRE_SERVICES") == "1":
+            pytest.fail("LABGOV_REQUIRE_SERVICES=1 but Debian's Chromium is not installed")
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
     from django.db import connections
     from playwright.sync_api import sync_playwright
 
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as p:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         yield browser
         browser.close()
         connections.close_all()
 
 
-def logged_in(browser, live_server, username: str, *, width=1920):
+def logged_in(browser, base_url: str, demo: Demo, username: str, *, width=1920):
     """A page whose context holds `username`'s session (no trip through the login form)."""
-    from labgov.accounts.models import User
-
-    client = Client()
-    client.force_login(User.objects.get(username=username))
     # Reduced motion (which labgov.css honours): an element htmx faded while it loaded is back
     # at full opacity as soon as the request ends, not 200 ms later, when axe may be measuring
     # its contrast.
     context = browser.new_context(viewport={"width": width, "height": 900}, reduced_motion="reduce")
-    context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
+    context.add_cookies([{"name": "sessionid", "value": demo.sessions[username], "url": base_url}])
     # axe-core is loaded by the browser with every page (once compiled, then cached), and
     # static files are served from memory after their first load: the sweep's two costs.
     from axe_playwright_python.base import AXE_FILE_PATH
@@ -432,7 +491,7 @@ STATES = {
 
 
 @pytest.mark.parametrize("role", list(ROLES))
-def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_server):
+def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_server_url):
     """Each role in its own test, so the sweep spreads over the suite's workers."""
     from labgov.accounts.models import User
 
@@ -440,7 +499,7 @@ def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_
     sweep = Sweep()
     paths = pages(demo)
     screens = os.environ.get("LABGOV_SCREENS")
-    page = logged_in(playwright_browser, live_server, ROLES[role])
+    page = logged_in(playwright_browser, live_server_url, demo, ROLES[role])
     # Each path's answer read in-process first (milliseconds; a browser visit takes a tenth of
     # a second or more): the browser opens every page, and each error page once.
     client = Client()
@@ -455,7 +514,7 @@ def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_
                 continue
             error_pages_seen.add(status)
         page.set_viewport_size({"width": 1920, "height": 900})
-        response = page.goto(f"{live_server.url}{path}")
+        response = page.goto(f"{live_server_url}{path}")
         assert (response.status if response else 0) == status, (role, path, status)
         _settled(page)
         sweep.check(page, label)
@@ -469,7 +528,7 @@ def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_
     for path, act in STATES[role]:
         page.set_viewport_size({"width": 1920, "height": 900})
         path = path.format(lab=demo.lab.pk)
-        page.goto(f"{live_server.url}{path}")
+        page.goto(f"{live_server_url}{path}")
         _settled(page)
         act(page)
         _settled(page)
@@ -490,23 +549,15 @@ def test_every_page_is_accessible_and_fits(role, demo, playwright_browser, live_
     assert sweep.overflows == [], "\n".join(sweep.overflows)
 
 
-def test_keyboard_phone_and_back_button_journeys(demo, playwright_browser, live_server):
+def test_keyboard_phone_and_back_button_journeys(demo, playwright_browser, live_server_url):
     """With the keyboard alone, on a phone and a desktop: the menu opens and closes, focus is
     visible and lands on what htmx replaced, a date range is in the URL and comes back with
     the back button, and a member stops their own running pod after confirming."""
-    from labgov.accounts.models import User
     from labgov.audit.models import AuditEvent
-    from labgov.runpod.models import Resource
-    from labgov.runpod.services import resource_assign
 
-    # A running pod of the demo's, paid by the member's allocation.
-    pod = Resource.objects.filter(account=demo.account, kind="pod", status="RUNNING").first()
-    resource_assign(
-        actor=User.objects.get(username="pia"), resource=pod, allocation=demo.allocation
-    )
-
-    page = logged_in(playwright_browser, live_server, "sam", width=390)
-    page.goto(f"{live_server.url}/")
+    pod = demo.keyboard_pod  # a running pod paid by the member's allocation
+    page = logged_in(playwright_browser, live_server_url, demo, "sam", width=390)
+    page.goto(f"{live_server_url}/")
     # The menu is folded away on a phone; the first Tab reaches "Skip to content", the next
     # ones the Menu button, which Enter opens and Escape closes (focus back on the button).
     assert not page.locator("#menu").is_visible()
@@ -527,7 +578,7 @@ def test_keyboard_phone_and_back_button_journeys(demo, playwright_browser, live_
 
     # The member stops their own running pod from My spend: Tab to it, Enter, confirm.
     page.set_viewport_size({"width": 1920, "height": 900})
-    page.goto(f"{live_server.url}/spend/me/")
+    page.goto(f"{live_server_url}/spend/me/")
     row = page.locator(f"#pod-{pod.pk}")
     assert "per hour" in row.locator("[data-figure=pod-cost]").inner_text()
     row.get_by_role("link", name=re.compile("^Stop")).focus()
@@ -543,8 +594,8 @@ def test_keyboard_phone_and_back_button_journeys(demo, playwright_browser, live_
 
     # A lab admin picks "last month" with the keyboard: the region htmx replaced has the
     # focus, the URL says the range, and the back button brings the first range back.
-    admin = logged_in(playwright_browser, live_server, "pia")
-    admin.goto(f"{live_server.url}/spend/labs/{demo.lab.pk}/")
+    admin = logged_in(playwright_browser, live_server_url, demo, "pia")
+    admin.goto(f"{live_server_url}/spend/labs/{demo.lab.pk}/")
     first_url = admin.url
     first_start = admin.locator("input[name=start]").input_value()
     preset = admin.locator(".presets a").first

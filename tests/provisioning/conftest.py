@@ -91,11 +91,16 @@ class _Editor:
 @pytest.fixture
 def flushable_append_only(transactional_db):
     """Let a transactional test's database be flushed on SQLite, whose flush deletes rows one
-    by one, which the append-only triggers refuse (PostgreSQL truncates, which they allow):
-    empty those tables with their triggers off, then put the triggers back."""
+    by one, which the append-only triggers refuse (PostgreSQL truncates, which they allow)."""
     yield
     from django.db import connection
 
+    empty_append_only(connection)
+
+
+def empty_append_only(connection) -> None:
+    """On SQLite, empty the append-only tables with their triggers off, then put the triggers
+    back (elsewhere the flush itself may empty them)."""
     from labgov.core.append_only import append_only_trigger_operations
 
     if connection.vendor != "sqlite":
