@@ -142,14 +142,26 @@ def copy_csv_stream(queryset, *, header: Iterable, progress=None):
 
 
 def copy_sql_csv_stream(
-    sql: str, params, *, header: Iterable, using: str, progress=None, lineterminator="\r\n"
+    sql: str,
+    params,
+    *,
+    header: Iterable,
+    using: str,
+    progress=None,
+    lineterminator="\r\n",
+    guarded=None,
 ):
     """copy_csv_stream of a SELECT given as SQL and its parameters, one column per title.
-    COPY ends its lines in LF; `lineterminator` is the header's."""
+    COPY ends its lines in LF; `lineterminator` is the header's. `guarded`: the indexes of
+    the columns that may carry text from outside (default: all); the caller vouches that the
+    others only hold numbers, times and its own constants, none of which starts a formula."""
     from django.db import connections
 
     names = list(header)
-    columns = ", ".join(guard_sql(f"q.c{i}::text") for i in range(len(names)))
+    columns = ", ".join(
+        guard_sql(f"q.c{i}::text") if guarded is None or i in guarded else f"q.c{i}::text"
+        for i in range(len(names))
+    )
     aliases = ", ".join(f"c{i}" for i in range(len(names)))
     # Built from the caller's compiled query and this module's constants; values stay parameters.
     statement = f"COPY (SELECT {columns} FROM ({sql}) AS q({aliases})) TO STDOUT (FORMAT csv)"  # noqa: S608
