@@ -318,3 +318,37 @@ def test_export_focus_command_writes_the_file_and_refuses_bad_arguments(world, m
 def test_an_empty_month_is_a_header(world):
     text = b"".join(focus.dataset(world.institution, dt.date(2026, 9, 1))).decode()
     assert text.splitlines() == [",".join(focus.COLUMNS)]
+
+
+def test_the_download_takes_the_same_queries_however_many_resources(world, client_for):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    url = reverse("exports:period_focus_csv", args=[world.institution.pk, 2026, 10])
+    client = client_for(world.finance)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url)
+            body = b"".join(response.streaming_content)
+        assert response.status_code == 200 and body
+        return len(captured)
+
+    make_month(world, hours=2)
+    few = queries()
+    account = RunpodAccountFactory(institution=world.institution, name="Second")
+    more = [ResourceFactory(account=account) for _ in range(5)]
+    BillingRecord.objects.bulk_create(
+        BillingRecord(
+            resource=resource,
+            kind="pod",
+            bucket_start=_hour(2, h),
+            bucket_end=_hour(2, h + 1),
+            total_usd=Decimal("0.25"),
+            gpu_usd=Decimal("0.25"),
+            allocation=world.allocation,
+        )
+        for resource in more
+        for h in range(3)
+    )
+    assert queries() == few
