@@ -277,6 +277,7 @@ SLOW_FIRST = (
     "tests/test_fuzz.py",
     "tests/core/test_static_manifest.py",
     "tests/api/test_conformance.py",
+    "tests/exports/test_focus_validator.py",
 )
 SLOW_MARKERS = ("browser", "celery_worker", "deploy")
 

@@ -126,6 +126,10 @@ GET_PAGES = {
         lambda w: reverse("exports:period_journal_csv", args=[w.institution.pk, 2026, 10]),
         {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 404, "outsider": 404},
     ),
+    "export FOCUS dataset": (
+        lambda w: reverse("exports:period_focus_csv", args=[w.institution.pk, 2026, 10]),
+        {"inst_admin": 200, "finance": 200, "lab_admin": 403, "member": 404, "outsider": 404},
+    ),
     "my share of invoices (CSV)": (
         lambda w: reverse("exports:my_share_csv"),
         dict.fromkeys(ROLES[:-1], 200),

@@ -39,8 +39,8 @@ def safe_cell(value) -> str:
 class SafeWriter:
     """csv.writer's writerow/writerows, with every cell passed through safe_cell."""
 
-    def __init__(self, file):
-        self._writer = csv.writer(file)
+    def __init__(self, file, *, lineterminator: str = "\r\n"):
+        self._writer = csv.writer(file, lineterminator=lineterminator)
 
     def writerow(self, row: Iterable) -> None:
         # Text that cannot start a formula (nearly every cell) is passed as it is, without a
@@ -81,11 +81,19 @@ class _Buffer:
         return text
 
 
-def csv_stream(rows: Iterable[Iterable], *, header: Iterable | None = None, batch: int = 1000):
+def csv_stream(
+    rows: Iterable[Iterable],
+    *,
+    header: Iterable | None = None,
+    batch: int = 1000,
+    lineterminator: str = "\r\n",
+):
     """The CSV of `rows` as pieces of text of about `batch` rows each, for a streaming response
-    or a file: whatever the number of rows, only one batch is held at a time."""
+    or a file: whatever the number of rows, only one batch is held at a time. Lines end in
+    CRLF (RFC 4180) unless told otherwise (a file that continues COPY's lines, which end in
+    LF, ends its own in LF too: a file of mixed line ends is refused by some readers)."""
     buffer = _Buffer()
-    writer = SafeWriter(buffer)
+    writer = SafeWriter(buffer, lineterminator=lineterminator)
     if header is not None:
         writer.writerow(header)
     for count, row in enumerate(rows, start=1):
@@ -129,16 +137,36 @@ def copy_csv_stream(queryset, *, header: Iterable, progress=None):
     """The CSV of a values_list queryset written by PostgreSQL (`COPY (...) TO STDOUT`), every
     column passed through guard_sql; pieces of bytes as the server sends them. `progress` is
     told the number of lines sent so far (a line break inside a quoted cell counts too)."""
+    sql, params = queryset.query.sql_with_params()
+    yield from copy_sql_csv_stream(sql, params, header=header, using=queryset.db, progress=progress)
+
+
+def copy_sql_csv_stream(
+    sql: str,
+    params,
+    *,
+    header: Iterable,
+    using: str,
+    progress=None,
+    lineterminator="\r\n",
+    guarded=None,
+):
+    """copy_csv_stream of a SELECT given as SQL and its parameters, one column per title.
+    COPY ends its lines in LF; `lineterminator` is the header's. `guarded`: the indexes of
+    the columns that may carry text from outside (default: all); the caller vouches that the
+    others only hold numbers, times and its own constants, none of which starts a formula."""
     from django.db import connections
 
     names = list(header)
-    sql, params = queryset.query.sql_with_params()
-    columns = ", ".join(guard_sql(f"q.c{i}::text") for i in range(len(names)))
+    columns = ", ".join(
+        guard_sql(f"q.c{i}::text") if guarded is None or i in guarded else f"q.c{i}::text"
+        for i in range(len(names))
+    )
     aliases = ", ".join(f"c{i}" for i in range(len(names)))
-    # Built from Django's compiled query and this module's constants; values stay parameters.
+    # Built from the caller's compiled query and this module's constants; values stay parameters.
     statement = f"COPY (SELECT {columns} FROM ({sql}) AS q({aliases})) TO STDOUT (FORMAT csv)"  # noqa: S608
-    connection = connections[queryset.db]
-    yield "".join(csv_stream([], header=names)).encode()
+    connection = connections[using]
+    yield "".join(csv_stream([], header=names, lineterminator=lineterminator)).encode()
     lines = 0
     connection.ensure_connection()
     with connection.connection.cursor() as cursor, cursor.copy(statement, params) as copy:

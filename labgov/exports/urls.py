@@ -9,6 +9,7 @@ urlpatterns = [
     path(period + "invoice-lines.csv", views.period_lines_csv, name="period_lines_csv"),
     path(period + "journal.csv", views.period_journal_csv, name="period_journal_csv"),
     path(period + "billing-records.csv", views.period_records_csv, name="period_records_csv"),
+    path(period + "focus.csv", views.period_focus_csv, name="period_focus_csv"),
     path(period + "jobs/", views.job_create, name="job_create"),
     path("jobs/<int:pk>/", views.job, name="job"),
     path("jobs/<int:pk>/download/", views.job_download, name="job_download"),

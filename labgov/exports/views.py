@@ -40,7 +40,7 @@ PERIOD_JOB_KINDS = (
 INVOICE_JOB_KINDS = (Kind.INVOICE_XLSX, Kind.INVOICE_PDF)
 
 
-def _institution(user, pk: int, *, journal: bool = False) -> Institution:
+def _institution(user, pk: int, *, journal: bool = False, what: str = "the journal") -> Institution:
     """The institution whose period the person may export (404 when not theirs at all)."""
     institution = access.get_or_404(Institution.objects.all(), pk=pk)
     scope = access.scope_for(user)
@@ -53,7 +53,7 @@ def _institution(user, pk: int, *, journal: bool = False) -> Institution:
         # A lab admin sees the period's invoices (theirs) but not its journal; to anyone else
         # the period's invoices are out of scope, as on the invoicing pages.
         if pk in scope.lab_admin_institutions:
-            raise PermissionDenied("Only finance and institution admins export the journal.")
+            raise PermissionDenied(f"Only finance and institution admins export {what}.")
         raise Http404
     return institution
 
@@ -139,6 +139,25 @@ def period_records_csv(request, pk: int, year: int, month: int):
     return csv_pieces_download(
         _name(institution, first, "billing-records", "csv"), source.records_csv(records)
     )
+
+
+@login_required
+@require_GET
+def period_focus_csv(request, pk: int, year: int, month: int):
+    """The month as a FOCUS 1.2 dataset: the institution's whole billing, so for finance and
+    institution admins only (as the journal)."""
+    from labgov.exports import focus
+
+    what = "the institution's FOCUS dataset"
+    institution = _institution(request.user, pk, journal=True, what=what)
+    first = _month(year, month)
+    try:
+        focus.period_of(institution, first)  # refused before the download starts
+    except DomainError as exc:
+        messages.error(request, exc.message)
+        return redirect("exports:period", pk=pk, year=year, month=month)
+    name = _name(institution, first, f"focus-{focus.FOCUS_VERSION}", "csv")
+    return csv_pieces_download(name, focus.dataset(institution, first))
 
 
 @login_required

@@ -63,6 +63,7 @@ NOT_PAGES = {
     "exports:job_create", "exports:job_download", "exports:my_share_csv",
     "exports:invoice_csv", "exports:invoice_xlsx", "exports:invoice_pdf",
     "exports:period_lines_csv", "exports:period_journal_csv", "exports:period_records_csv",
+    "exports:period_focus_csv",
     "retention:action", "retention:open",
     "idle:notice_keep", "idle:notice_allow_stop", "idle:never_stop",
     "api_token_revoke",
