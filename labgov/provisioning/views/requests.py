@@ -289,7 +289,11 @@ def request_retry_view(request, pk: int):
     except DomainError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Retrying: labgov looks for the pod first, then creates it.")
+        messages.success(
+            request,
+            "Retrying: labgov looks for what the last attempt may have made first, then "
+            "creates it.",
+        )
     return redirect("provisioning:detail", pk=req.pk)
 
 
