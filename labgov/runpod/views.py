@@ -79,31 +79,6 @@ def account_list(request):
 
 @sensitive_post_parameters("api_key", "write_key")
 @login_required
-@require_POST
-def account_cluster_limit(request, pk: int):
-    account = account_for_user(request.user, pk, manage=True)
-    confirmed = request.POST.get("confirmed") == "1"
-    try:
-        account_confirm_cluster_limit(
-            actor=request.user,
-            account=account,
-            confirmed=confirmed,
-            note=request.POST.get("note", ""),
-        )
-    except DomainError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(
-            request,
-            f"Confirmed: Runpod raised {account.name}'s spending limit; clusters over 2 pods / "
-            "16 GPUs on it may be approved."
-            if confirmed
-            else f"Withdrawn: clusters over 2 pods / 16 GPUs on {account.name} wait again.",
-        )
-    return redirect("runpod:account_detail", pk=account.pk)
-
-
-@login_required
 @require_http_methods(["GET", "POST"])
 def account_new(request):
     scope = access.scope_for(request.user)
@@ -169,6 +144,31 @@ def account_active(request, pk: int):
         else f"{account.name} is deactivated: it is no longer synced or used to provision;"
         " its history stays.",
     )
+    return redirect("runpod:account_detail", pk=account.pk)
+
+
+@login_required
+@require_POST
+def account_cluster_limit(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    confirmed = request.POST.get("confirmed") == "1"
+    try:
+        account_confirm_cluster_limit(
+            actor=request.user,
+            account=account,
+            confirmed=confirmed,
+            note=request.POST.get("note", ""),
+        )
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"Confirmed: Runpod raised {account.name}'s spending limit; clusters over 2 pods / "
+            "16 GPUs on it may be approved."
+            if confirmed
+            else f"Withdrawn: clusters over 2 pods / 16 GPUs on {account.name} wait again.",
+        )
     return redirect("runpod:account_detail", pk=account.pk)
 
 
