@@ -136,3 +136,22 @@ def test_more_gpu_memory_alone_does_not_justify_a_cluster(world, draft, account)
     )
     assert any("more memory alone does not justify a cluster" in r for r in reasons)
     assert any("only helps software that runs distributed" in r for r in reasons)
+
+
+def test_only_an_institution_admin_confirms_the_limit_on_the_accounts_page(
+    world, account, client_for
+):
+    from django.urls import reverse
+
+    url = reverse("runpod:account_cluster_limit", args=[account.pk])
+    for who in (world.lab_admin, world.member, world.finance):
+        response = client_for(who).post(url, {"confirmed": "1"})
+        assert response.status_code in (403, 404)
+    account.refresh_from_db()
+    assert account.cluster_limit_confirmed_at is None
+    response = client_for(world.inst_admin).post(url, {"confirmed": "1"})
+    assert response.status_code == 302
+    account.refresh_from_db()
+    assert account.cluster_limit_confirmed_by == world.inst_admin
+    page = client_for(world.inst_admin).get(reverse("runpod:account_detail", args=[account.pk]))
+    assert "raised by Runpod" in page.content.decode()
