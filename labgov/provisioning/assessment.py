@@ -26,6 +26,20 @@ LONG_RUN_HOURS = Decimal(4)
 
 
 @dataclass(frozen=True)
+class RunpodFacts:
+    """What the findings need from Runpod's side, loaded by the caller: whether an institution
+    admin confirmed the account's raised spending limit, the existing network volume the
+    request names (a synced Resource, or None when labgov knows no such volume), and whether
+    the decision is the approval (a missing confirmation blocks only there)."""
+
+    account_name: str = ""
+    limit_confirmed: bool = False
+    volume_named: bool = False
+    volume: object | None = None
+    approval: bool = False
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     message: str
@@ -149,14 +163,18 @@ def findings(
     estimate: estimates.Estimate,
     allocation=None,
     today: dt.date | None = None,
+    runpod: "RunpodFacts | None" = None,
 ) -> list[Finding]:
     """Every reason the request cannot go ahead (blocking), then advice (not blocking).
 
-    `allocation` carries `remaining_usd` (from `with_figures()`) and its funding source.
+    `allocation` carries `remaining_usd` (from `with_figures()`) and its funding source;
+    `runpod` what labgov knows of the lab's Runpod account and the volume the request names.
     """
     out: list[Finding] = []
     out += _policy_findings(req, policy=policy, gpu=gpu, estimate=estimate)
     out += _runpod_findings(req, gpu=gpu)
+    if runpod is not None:
+        out += _account_findings(req, runpod)
     if allocation is not None:
         out += _allocation_findings(req, allocation=allocation, estimate=estimate, today=today)
     out += _advice(req, estimate=estimate)
@@ -307,6 +325,39 @@ def _cluster_findings(req, *, gpu) -> list[Finding]:
                 "a raised Runpod spending limit first: ask Runpod, then tick that it is raised.",
             )
         )
+    if (req.network_volume_gb or (req.network_volume_id or "").strip()) and not (
+        req.data_center_id or ""
+    ).strip():
+        out.append(
+            Finding(
+                "cluster_volume_needs_data_center",
+                "A cluster's network volume must be in the cluster's data center: name the "
+                "data center.",
+            )
+        )
+    if req.network_volume_gb and (req.network_volume_id or "").strip():
+        out.append(
+            Finding(
+                "two_volumes",
+                "Give either an existing network volume or the size of a new one, not both.",
+            )
+        )
+    if req.runs_distributed and not (req.data_exchange or "").strip():
+        out.append(
+            Finding(
+                "cluster_data_exchange",
+                "Say how the nodes exchange data (e.g. NCCL all-reduce over the cluster "
+                "network, a parameter server).",
+            )
+        )
+    if not (req.shared_files_location or "").strip():
+        out.append(
+            Finding(
+                "cluster_shared_files",
+                "Say where the shared model files live (e.g. the cluster's network volume, "
+                "copied to each node from object storage).",
+            )
+        )
     if not req.runs_distributed:
         out.append(
             Finding(
@@ -325,6 +376,58 @@ def _cluster_findings(req, *, gpu) -> list[Finding]:
                     f"{req.gpu_memory_needed_gb} GB of GPU memory fits on one node "
                     f"({per_node} × {gpu.memory_gb} GB = {one_node} GB): more memory alone "
                     "does not justify a cluster; request a Pod with several GPUs.",
+                )
+            )
+    return out
+
+
+def needs_raised_limit(req) -> bool:
+    return req.deployment_model == M.CLUSTER and (
+        req.node_count > CLUSTER_PLAIN_NODES or req.total_gpus > CLUSTER_PLAIN_GPUS
+    )
+
+
+def _account_findings(req, facts: RunpodFacts) -> list[Finding]:
+    out = []
+    if needs_raised_limit(req) and req.spending_limit_raised and not facts.limit_confirmed:
+        where = f" ({facts.account_name})" if facts.account_name else ""
+        out.append(
+            Finding(
+                "cluster_limit_not_confirmed",
+                f"No institution admin has confirmed that Runpod raised the spending limit of "
+                f"the lab's Runpod account{where} for clusters over {CLUSTER_PLAIN_NODES} pods"
+                f" / {CLUSTER_PLAIN_GPUS} GPUs: the request cannot be approved until one does "
+                "(on the account's page).",
+                blocking=facts.approval,
+            )
+        )
+    if req.deployment_model != M.POD and facts.volume_named:
+        volume = facts.volume
+        dc = (req.data_center_id or "").strip()
+        if volume is None:
+            out.append(
+                Finding(
+                    "volume_unknown",
+                    f"labgov knows no network volume {req.network_volume_id} on the lab's "
+                    "Runpod account (synced): give the id of one of its volumes, or leave it "
+                    "blank and ask for a new one.",
+                )
+            )
+        elif volume.current_allocation_id and volume.current_allocation_id != req.allocation_id:
+            out.append(
+                Finding(
+                    "volume_paid_by_other",
+                    f"Network volume {req.network_volume_id} is paid by another allocation: "
+                    "mount one your allocation pays for, or ask for a new one.",
+                )
+            )
+        elif dc and volume.data_center_id and volume.data_center_id != dc:
+            out.append(
+                Finding(
+                    "volume_other_data_center",
+                    f"Network volume {req.network_volume_id} is in {volume.data_center_id}, "
+                    f"not in {dc}: a {M(req.deployment_model).label.lower()} mounts only a "
+                    "volume in its own data center.",
                 )
             )
     return out

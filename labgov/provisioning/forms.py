@@ -5,9 +5,11 @@ from django import forms
 from labgov.core.bounds import BoundedForm
 from labgov.provisioning.models import (
     Cloud,
+    ClusterType,
     DeploymentModel,
     ProvisioningPolicy,
     ProvisioningRequest,
+    ScalingType,
 )
 from labgov.provisioning.services.policies import POLICY_FIELDS
 from labgov.provisioning.services.requests import REQUEST_FIELDS
@@ -56,6 +58,38 @@ class RequestForm(BoundedForm):
     seconds_per_request = _dec("Seconds per request", places=3, help_text="Serverless.")
     idle_workers = _int("Always-on workers", help_text="Serverless: workers kept running.")
     duration_days = _dec("Days of service", help_text="Serverless.")
+    template_id = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Runpod template id",
+        help_text="Serverless: a template instead of (or beside) the container image.",
+    )
+    workers_max = _int("Most workers", initial=3, help_text="Serverless: workers.max.")
+    idle_timeout_seconds = _int(
+        "Idle timeout (seconds)",
+        initial=5,
+        minimum=1,
+        help_text="Serverless: how long a worker idles before it stops (1 to 3,600).",
+    )
+    scaling_type = forms.ChoiceField(
+        choices=ScalingType.choices, required=False, label="Scale by", help_text="Serverless."
+    )
+    scaling_value = _int(
+        "Scaling threshold",
+        initial=4,
+        minimum=1,
+        help_text="Serverless: seconds of queue delay, or requests per worker.",
+    )
+    cluster_type = forms.ChoiceField(
+        choices=ClusterType.choices, required=False, label="Cluster type", help_text="Clusters."
+    )
+    network_volume_id = forms.CharField(
+        max_length=100,
+        required=False,
+        label="Existing network volume id",
+        help_text="Endpoints and clusters: mount this volume of the lab's Runpod account "
+        "(in the data center above) instead of a new one.",
+    )
     container_disk_gb = _int("Container disk (GB)", initial=20, help_text="Erased on stop.")
     volume_disk_gb = _int("Volume disk (GB)", help_text="0, or at least 10. Bills double stopped.")
     network_volume_gb = _int(
@@ -75,6 +109,18 @@ class RequestForm(BoundedForm):
     restart_minutes = _dec("Restart and restore (minutes)", initial=Decimal(10))
     runs_distributed = forms.BooleanField(
         required=False, label="The software runs distributed across nodes (clusters)"
+    )
+    data_exchange = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="How the nodes exchange data",
+        help_text="Clusters: e.g. NCCL all-reduce over the cluster network.",
+    )
+    shared_files_location = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Where shared model files live",
+        help_text="Clusters: e.g. on the cluster's network volume.",
     )
     gpu_memory_needed_gb = _int("GPU memory needed (GB)", help_text="Clusters.")
     spending_limit_raised = forms.BooleanField(
@@ -118,6 +164,13 @@ class RequestForm(BoundedForm):
         network = data.get("network_volume_gb") or 0
         if 0 < network < 10 or network > 4096:
             self.add_error("network_volume_gb", "A network volume is 10 to 4,096 GB.")
+        idle = data.get("idle_timeout_seconds")
+        if idle is not None and idle > 3600:
+            self.add_error("idle_timeout_seconds", "An idle timeout is 1 to 3,600 seconds.")
+        for name in ("template_id", "network_volume_id"):
+            value = (data.get(name) or "").strip()
+            if value and not value.replace("-", "").replace("_", "").isalnum():
+                self.add_error(name, "A Runpod id has only letters, digits, - and _.")
         return data
 
     def values(self) -> dict:
@@ -128,7 +181,7 @@ class RequestForm(BoundedForm):
             if name not in self.cleaned_data:
                 continue
             value = self.cleaned_data[name]
-            if value is None:
+            if value is None or (value == "" and name in ("scaling_type", "cluster_type")):
                 value = getattr(defaults, name)
             out[name] = value
         return out

@@ -13,6 +13,18 @@ class DeploymentModel(models.TextChoices):
     CLUSTER = "cluster", "Cluster"
 
 
+class ScalingType(models.TextChoices):
+    QUEUE_DELAY = "QUEUE_DELAY", "Queue delay (seconds a request may wait)"
+    REQUEST_COUNT = "REQUEST_COUNT", "Request count (requests per worker)"
+
+
+class ClusterType(models.TextChoices):
+    TRAINING = "TRAINING", "Training (PyTorch distributed and the like)"
+    SLURM = "SLURM", "Slurm"
+    RAY = "RAY", "Ray"
+    APPLICATION = "APPLICATION", "Application"
+
+
 class Cloud(models.TextChoices):
     SECURE = "SECURE", "Secure Cloud"
     COMMUNITY = "COMMUNITY", "Community Cloud"
@@ -116,6 +128,20 @@ class ProvisioningRequest(models.Model):
     seconds_per_request = models.DecimalField(max_digits=10, decimal_places=3, default=0)
     idle_workers = models.PositiveIntegerField(default=0)
     duration_days = models.DecimalField(max_digits=8, decimal_places=2, default=0)
+    # Serverless: what labgov creates (workers.min is idle_workers).
+    template_id = models.CharField(max_length=100, blank=True)
+    workers_max = models.PositiveIntegerField(default=3)
+    idle_timeout_seconds = models.PositiveIntegerField(default=5)
+    scaling_type = models.CharField(
+        max_length=20, choices=ScalingType.choices, default=ScalingType.QUEUE_DELAY
+    )
+    scaling_value = models.PositiveIntegerField(default=4)
+    # Clusters: what labgov creates.
+    cluster_type = models.CharField(
+        max_length=20, choices=ClusterType.choices, default=ClusterType.TRAINING
+    )
+    # An existing network volume to mount (endpoints and clusters), instead of a new one.
+    network_volume_id = models.CharField(max_length=100, blank=True)
     # Storage.
     container_disk_gb = models.PositiveIntegerField(default=20)
     volume_disk_gb = models.PositiveIntegerField(default=0)
@@ -134,6 +160,8 @@ class ProvisioningRequest(models.Model):
     restart_minutes = models.DecimalField(max_digits=6, decimal_places=2, default=10)
     # Clusters: why more than one node.
     runs_distributed = models.BooleanField(default=False)
+    data_exchange = models.TextField(blank=True)  # how the nodes exchange data
+    shared_files_location = models.TextField(blank=True)  # where shared model files live
     gpu_memory_needed_gb = models.PositiveIntegerField(null=True, blank=True)
     spending_limit_raised = models.BooleanField(default=False)
     # The acceptance checklist.

@@ -30,7 +30,9 @@ from labgov.runpod.parsing import (
     parse_account_billing,
     parse_balance,
     parse_billing_records,
+    parse_cluster,
     parse_clusters,
+    parse_endpoint,
     parse_endpoints,
     parse_gpu_types,
     parse_network_volumes,
@@ -222,6 +224,58 @@ class RunpodClient:
                 status=response.status_code,
             ) from exc
         return volume
+
+    def _create(self, path: str, body: dict, what: str, parse):
+        """POST a create; like a pod's, never retried blindly (Runpod may have made it)."""
+        if not isinstance(body, dict):
+            raise TypeError(f"body must be the create request of {what} as a dict")
+        response, _ = self._session.request("POST", path, body=body, idempotent=False)
+        try:
+            return parse(decode_json(response.content))
+        except (MalformedBody, RunpodBadResponse) as exc:
+            reason = exc.message if isinstance(exc, RunpodBadResponse) else str(exc)
+            raise RunpodOutcomeUnknown(
+                f"Runpod created the {what} ({response.status_code}) but its answer could not"
+                f" be read ({reason}). Look for it on Runpod before creating it again.",
+                status=response.status_code,
+            ) from exc
+
+    def _update(self, path: str, body: dict, what: str, parse):
+        if not isinstance(body, dict):
+            raise TypeError(f"body must be the update of {what} as a dict")
+        response, _ = self._session.request("PATCH", path, body=body)
+        try:
+            return parse(decode_json(response.content))
+        except MalformedBody as exc:
+            raise RunpodBadResponse(
+                f"Runpod accepted the change of {what} but its answer could not be read "
+                f"({exc}); read it again to see what it holds.",
+                status=response.status_code,
+            ) from exc
+
+    def create_endpoint(self, body: dict) -> Endpoint:
+        """POST /v2/serverless (a CreateEndpointRequest): 201 and the Endpoint."""
+        return self._create("/v2/serverless", body, "serverless endpoint", parse_endpoint)
+
+    def update_endpoint(self, endpoint_id: str, body: dict) -> Endpoint:
+        """PATCH /v2/serverless/{id} (an UpdateEndpointRequest)."""
+        path = f"/v2/serverless/{_segment(endpoint_id)}"
+        return self._update(path, body, f"endpoint {endpoint_id!r}", parse_endpoint)
+
+    def delete_endpoint(self, endpoint_id: str) -> None:
+        self._session.request("DELETE", f"/v2/serverless/{_segment(endpoint_id)}")
+
+    def create_cluster(self, body: dict) -> Cluster:
+        """POST /v2/clusters (a CreateClusterRequest): 201 and the Cluster."""
+        return self._create("/v2/clusters", body, "cluster", parse_cluster)
+
+    def update_cluster(self, cluster_id: str, body: dict) -> Cluster:
+        """PATCH /v2/clusters/{id} (an UpdateClusterRequest: its name)."""
+        path = f"/v2/clusters/{_segment(cluster_id)}"
+        return self._update(path, body, f"cluster {cluster_id!r}", parse_cluster)
+
+    def delete_cluster(self, cluster_id: str) -> None:
+        self._session.request("DELETE", f"/v2/clusters/{_segment(cluster_id)}")
 
     def pod_action(self, pod_id: str, action: str) -> Pod | None:
         """start, stop, restart or terminate; None when Runpod answers without a pod (204)."""

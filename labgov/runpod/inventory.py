@@ -276,6 +276,7 @@ def _catalog_upsert(gpus: list[GpuType], now: dt.datetime) -> None:
                 community_available=g.community_available,
                 max_count_secure=g.max_count_secure,
                 max_count_community=g.max_count_community,
+                pool=g.pool or "",
                 updated_at=now,
             )
             for g in gpus
@@ -292,6 +293,7 @@ def _catalog_upsert(gpus: list[GpuType], now: dt.datetime) -> None:
             "community_available",
             "max_count_secure",
             "max_count_community",
+            "pool",
             "updated_at",
         ],
     )

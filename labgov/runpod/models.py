@@ -35,6 +35,12 @@ class RunpodAccount(models.Model):
     # Off: not synced (by beat or by hand) and not used to provision; its history stays.
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Runpod raised this account's spending limit for clusters over 2 pods / 16 GPUs, as an
+    # institution admin confirmed (audited); empty: not confirmed.
+    cluster_limit_confirmed_at = models.DateTimeField(null=True, blank=True)
+    cluster_limit_confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     # Removal takes synced spend off the ledger, so it needs two people: one institution admin
     # asks, another carries it out (labgov/runpod/removal.py).
     removal_requested_by = models.ForeignKey(
@@ -310,6 +316,8 @@ class GpuType(models.Model):
     community_available = models.BooleanField(default=False)
     max_count_secure = models.PositiveIntegerField(default=0)
     max_count_community = models.PositiveIntegerField(default=0)
+    # The serverless pool the type belongs to (what an endpoint asks for), blank if in none.
+    pool = models.CharField(max_length=60, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -317,58 +317,69 @@ def parse_network_volumes(data: Any) -> list[NetworkVolume]:
 
 def parse_endpoints(data: Any) -> list[Endpoint]:
     items = _list_items(data, "endpoints", "list of serverless endpoints")
-    endpoints = []
-    for i, item in enumerate(items):
-        f = _identified(item, "serverless endpoint", f"endpoints[{i}]")
-        gpu = f.optional_obj("gpu")
-        gpu_count = 0
-        if gpu is not None:
-            count = gpu.optional_integer("count")
-            gpu_count = 1 if count is None else count
-        workers = f.obj("workers")
-        endpoints.append(
-            Endpoint(
-                id=f.text("id"),
-                name=f.text("name"),
-                # Not in the read schema today (only `templateId` on create); kept if sent.
-                template_id=f.optional_text("template") or f.optional_text("templateId"),
-                gpu_type_ids=[],
-                gpu_count=gpu_count,
-                workers_min=workers.integer("min"),
-                workers_max=workers.integer("max"),
-                network_volume_ids=f.text_list("networkVolumes"),
-                data_center_ids=f.text_list("dataCenterIds"),
-                env=redacted_env(f.text_map("env", required=False)),
-                created_at=f.optional_time("createdAt", required=True),
-                gpu_pool_ids=gpu.text_list("pools") if gpu is not None else [],
-                excluded_gpu_type_ids=(
-                    gpu.text_list("excludedTypes", required=False) if gpu is not None else []
-                ),
-            )
-        )
-    return endpoints
+    return [parse_endpoint(item, f"endpoints[{i}]") for i, item in enumerate(items)]
+
+
+def parse_endpoint(item: Any, where: str = "") -> Endpoint:
+    """One `Endpoint`: an item of the list, or the answer to a create or an update."""
+    f = _identified(item, "serverless endpoint", where)
+    gpu = f.optional_obj("gpu")
+    gpu_count = 0
+    if gpu is not None:
+        count = gpu.optional_integer("count")
+        gpu_count = 1 if count is None else count
+    workers = f.obj("workers")
+    scaling = f.obj("scaling")
+    scaling_type = scaling.optional_text("type")
+    scaling_value = None
+    if scaling_type == "QUEUE_DELAY":
+        scaling_value = scaling.amount("queueDelay")
+    elif scaling_type == "REQUEST_COUNT":
+        scaling_value = Decimal(scaling.integer("requestCount"))
+    return Endpoint(
+        id=f.text("id"),
+        name=f.text("name"),
+        # Not in the read schema today (only `templateId` on create); kept if sent.
+        template_id=f.optional_text("template") or f.optional_text("templateId"),
+        gpu_type_ids=[],
+        gpu_count=gpu_count,
+        workers_min=workers.integer("min"),
+        workers_max=workers.integer("max"),
+        network_volume_ids=f.text_list("networkVolumes"),
+        data_center_ids=f.text_list("dataCenterIds"),
+        env=redacted_env(f.text_map("env", required=False)),
+        created_at=f.optional_time("createdAt", required=True),
+        gpu_pool_ids=gpu.text_list("pools") if gpu is not None else [],
+        excluded_gpu_type_ids=(
+            gpu.text_list("excludedTypes", required=False) if gpu is not None else []
+        ),
+        image=f.optional_text("image"),
+        idle_timeout_seconds=workers.optional_integer("idleTimeout"),
+        scaling_type=scaling_type,
+        scaling_value=scaling_value,
+    )
 
 
 def parse_clusters(data: Any) -> list[Cluster]:
     items = _list_items(data, "clusters", "list of clusters")
-    clusters = []
-    for i, item in enumerate(items):
-        f = _identified(item, "cluster", f"clusters[{i}]")
-        compute = f.obj("compute")
-        clusters.append(
-            Cluster(
-                id=f.text("id"),
-                name=f.text("name"),
-                cluster_type=f.text("type"),
-                gpu_type_id=compute.text("gpuTypeId"),
-                gpu_count_per_pod=compute.integer("gpuCountPerPod"),
-                pod_count=compute.integer("podCount"),
-                data_center_id=f.optional_text("dataCenterId"),
-                template_id=f.optional_text("template"),
-                created_at=f.optional_time("createdAt", required=True),
-            )
-        )
-    return clusters
+    return [parse_cluster(item, f"clusters[{i}]") for i, item in enumerate(items)]
+
+
+def parse_cluster(item: Any, where: str = "") -> Cluster:
+    """One `Cluster`: an item of the list, or the answer to a create or an update."""
+    f = _identified(item, "cluster", where)
+    compute = f.obj("compute")
+    return Cluster(
+        id=f.text("id"),
+        name=f.text("name"),
+        cluster_type=f.text("type"),
+        gpu_type_id=compute.text("gpuTypeId"),
+        gpu_count_per_pod=compute.integer("gpuCountPerPod"),
+        pod_count=compute.integer("podCount"),
+        data_center_id=f.optional_text("dataCenterId"),
+        template_id=f.optional_text("template"),
+        created_at=f.optional_time("createdAt", required=True),
+    )
 
 
 def parse_gpu_types(data: Any) -> list[GpuType]:

@@ -25,7 +25,7 @@ def accounts_for_user(user):
 def account_for_user(user, pk: int, *, manage: bool = False) -> RunpodAccount:
     account = access.get_or_404(
         RunpodAccount.objects.filter(access.runpod_accounts_q(user)).select_related(
-            "institution", "lab"
+            "institution", "lab", "cluster_limit_confirmed_by"
         ),
         pk=pk,
     )

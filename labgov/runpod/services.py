@@ -292,6 +292,35 @@ def account_set_active(*, actor, account: RunpodAccount, active: bool) -> Runpod
     return locked
 
 
+@transaction.atomic
+def account_confirm_cluster_limit(
+    *, actor, account: RunpodAccount, confirmed: bool, note: str = ""
+) -> RunpodAccount:
+    """An institution admin confirms (or withdraws) that Runpod raised this account's spending
+    limit for clusters over 2 pods / 16 GPUs; approving such a cluster needs it. Audited."""
+    if actor is None or not access.can_manage_runpod_account(actor, account.institution_id):
+        raise DomainError("Only an institution admin can confirm an account's spending limit.")
+    locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
+    was = locked.cluster_limit_confirmed_at is not None
+    if was == confirmed:
+        return locked
+    locked.cluster_limit_confirmed_at = timezone.now() if confirmed else None
+    locked.cluster_limit_confirmed_by = actor if confirmed else None
+    locked.save(update_fields=["cluster_limit_confirmed_at", "cluster_limit_confirmed_by"])
+    audit_record(
+        actor=actor,
+        action="runpod_account.cluster_limit_confirm"
+        if confirmed
+        else "runpod_account.cluster_limit_withdraw",
+        target=locked,
+        institution_id=locked.institution_id,
+        before={"cluster_limit_confirmed": was},
+        after={"cluster_limit_confirmed": confirmed},
+        note=(note or "").strip()[:500],
+    )
+    return locked
+
+
 def account_test_connection(*, account: RunpodAccount) -> list:
     """One check per stored key, in words: whether it can read the account."""
     from labgov.runpod.client import ConnectionCheck

@@ -99,6 +99,10 @@ class Endpoint:
     created_at: dt.datetime | None
     gpu_pool_ids: list[str] = field(default_factory=list)
     excluded_gpu_type_ids: list[str] = field(default_factory=list)
+    image: str | None = None
+    idle_timeout_seconds: int | None = None
+    scaling_type: str | None = None  # QUEUE_DELAY or REQUEST_COUNT
+    scaling_value: Decimal | None = None  # its queueDelay or requestCount
 
 
 @dataclass(frozen=True, slots=True)

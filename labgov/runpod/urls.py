@@ -12,6 +12,11 @@ urlpatterns = [
     path("accounts/<int:pk>/balance/", views.account_balance, name="account_balance"),
     path("accounts/<int:pk>/sync/", views.account_sync_now, name="account_sync"),
     path("accounts/<int:pk>/active/", views.account_active, name="account_active"),
+    path(
+        "accounts/<int:pk>/cluster-limit/",
+        views.account_cluster_limit,
+        name="account_cluster_limit",
+    ),
     path("accounts/<int:pk>/remove/", views.account_remove_view, name="account_remove"),
     path("resources/", views.resource_list, name="resources"),
     path("resources/<int:pk>/assign/", views.resource_assign_view, name="resource_assign"),

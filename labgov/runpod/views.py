@@ -34,6 +34,7 @@ from labgov.runpod.selectors import (
     unattributed_queue_for_user,
 )
 from labgov.runpod.services import (
+    account_confirm_cluster_limit,
     account_connect,
     account_set_active,
     account_set_manual_balance,
@@ -143,6 +144,31 @@ def account_active(request, pk: int):
         else f"{account.name} is deactivated: it is no longer synced or used to provision;"
         " its history stays.",
     )
+    return redirect("runpod:account_detail", pk=account.pk)
+
+
+@login_required
+@require_POST
+def account_cluster_limit(request, pk: int):
+    account = account_for_user(request.user, pk, manage=True)
+    confirmed = request.POST.get("confirmed") == "1"
+    try:
+        account_confirm_cluster_limit(
+            actor=request.user,
+            account=account,
+            confirmed=confirmed,
+            note=request.POST.get("note", ""),
+        )
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"Confirmed: Runpod raised {account.name}'s spending limit; clusters over 2 pods / "
+            "16 GPUs on it may be approved."
+            if confirmed
+            else f"Withdrawn: clusters over 2 pods / 16 GPUs on {account.name} wait again.",
+        )
     return redirect("runpod:account_detail", pk=account.pk)
 
 

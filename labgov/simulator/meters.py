@@ -165,3 +165,19 @@ def cluster_meter(cluster: ClusterSpec, prices: Prices, catalog: dict[str, GpuTy
 def public_endpoint_meter(usage: PublicEndpointUsage) -> PeriodicMeter:
     day_rates = tuple((amount,) for amount in usage.usd_per_hour)
     return PeriodicMeter(ENDPOINT, "", (HOUR,), usage.since, FOREVER, day_rates)
+
+
+class ChainedMeter:
+    """One endpoint billed by its versions one after the other (a PATCH that changed what
+    bills starts a version at a whole hour), so no hour is billed twice."""
+
+    __slots__ = ("product", "resource_id", "denominators", "start", "pieces")
+
+    def __init__(self, pieces: list[PeriodicMeter]):
+        self.pieces = pieces
+        first = pieces[0]
+        self.product, self.resource_id = first.product, first.resource_id
+        self.denominators, self.start = first.denominators, first.start
+
+    def runs(self, lo: int, hi: int, now: int):
+        return [run for piece in self.pieces for run in piece.runs(lo, hi, now)]

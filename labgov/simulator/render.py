@@ -205,8 +205,12 @@ def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> di
         "env": dict(endpoint.env),
         "ports": [],
         "registry": None,
-        "workers": {"min": endpoint.workers_min, "max": endpoint.workers_max, "idleTimeout": 5},
-        "scaling": {"type": "QUEUE_DELAY", "queueDelay": 4},
+        "workers": {
+            "min": endpoint.workers_min,
+            "max": endpoint.workers_max,
+            "idleTimeout": endpoint.idle_timeout,
+        },
+        "scaling": _scaling_json(endpoint.scaling),
         "dataCenterIds": list(endpoint.data_center_ids),
         "networkVolumes": list(endpoint.network_volume_ids),
         "timeout": 600,
@@ -227,6 +231,13 @@ def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> di
             {"id": "cpu5c", "vcpuCount": endpoint.vcpu_count, "memory": 2 * endpoint.vcpu_count}
         ]
     return body
+
+
+def _scaling_json(scaling: tuple[str, Decimal]) -> dict:
+    kind, value = scaling
+    if kind == "REQUEST_COUNT":
+        return {"type": kind, "requestCount": int(value)}
+    return {"type": kind, "queueDelay": value}
 
 
 def cluster_json(cluster: ClusterSpec, members: list[PodSpec], status: str) -> dict:

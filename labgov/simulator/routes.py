@@ -52,10 +52,24 @@ class Routes:
             ("/v2/pods" + one + "/action", {"POST": self.pod_action}),
             ("/v2/network-volumes", {"GET": self.list_volumes, "POST": self.create_volume}),
             ("/v2/network-volumes" + one, {"GET": self.get_volume, "DELETE": self.delete_volume}),
-            ("/v2/serverless", {"GET": self.list_endpoints}),
-            ("/v2/serverless" + one, {"GET": self.get_endpoint}),
-            ("/v2/clusters", {"GET": self.list_clusters}),
-            ("/v2/clusters" + one, {"GET": self.get_cluster}),
+            ("/v2/serverless", {"GET": self.list_endpoints, "POST": self.create_endpoint}),
+            (
+                "/v2/serverless" + one,
+                {
+                    "GET": self.get_endpoint,
+                    "PATCH": self.update_endpoint,
+                    "DELETE": self.delete_endpoint,
+                },
+            ),
+            ("/v2/clusters", {"GET": self.list_clusters, "POST": self.create_cluster}),
+            (
+                "/v2/clusters" + one,
+                {
+                    "GET": self.get_cluster,
+                    "PATCH": self.update_cluster,
+                    "DELETE": self.delete_cluster,
+                },
+            ),
             ("/v2/clusters" + one + "/pods", {"GET": self.cluster_pods}),
             ("/v2/catalog/gpus", {"GET": self.list_gpu_types}),
             ("/v2/catalog/gpus" + one, {"GET": self.get_gpu_type}),
@@ -110,6 +124,26 @@ class Routes:
 
     def get_endpoint(self, match, params, body) -> Response:
         return json_response(200, self.state.get_endpoint(match["id"]))
+
+    def create_endpoint(self, match, params, body) -> Response:
+        return json_response(201, self.state.create_endpoint(parse_body(body)))
+
+    def update_endpoint(self, match, params, body) -> Response:
+        return json_response(200, self.state.update_endpoint(match["id"], parse_body(body)))
+
+    def delete_endpoint(self, match, params, body) -> Response:
+        self.state.delete_endpoint(match["id"])
+        return Response(204)
+
+    def create_cluster(self, match, params, body) -> Response:
+        return json_response(201, self.state.create_cluster(parse_body(body)))
+
+    def update_cluster(self, match, params, body) -> Response:
+        return json_response(200, self.state.update_cluster(match["id"], parse_body(body)))
+
+    def delete_cluster(self, match, params, body) -> Response:
+        self.state.delete_cluster(match["id"])
+        return Response(204)
 
     def list_clusters(self, match, params, body) -> Response:
         return json_response(200, {"clusters": self.state.list_clusters()})

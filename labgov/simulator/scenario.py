@@ -204,6 +204,10 @@ class EndpointSpec:
     gpu_type_id: str | None = None
     gpu_count: int = 1
     vcpu_count: int = 0
+    # What a created endpoint was asked for (a scenario's endpoints keep the defaults).
+    idle_timeout: int = 5
+    scaling: tuple[str, Decimal] = ("QUEUE_DELAY", Decimal(4))
+    template_id: str | None = None
 
     @property
     def created(self) -> int:
@@ -231,6 +235,7 @@ class ClusterSpec:
     history: History
     template_id: str | None = None
     gpu_price_per_hr: Decimal | None = None
+    network_volume_id: str | None = None
 
     @property
     def created(self) -> int:

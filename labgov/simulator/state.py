@@ -20,6 +20,7 @@ from labgov.simulator import billing, meters, records, render, windows
 from labgov.simulator.billing import AnyMeter, Meter, Product
 from labgov.simulator.scenario import (
     ClusterSpec,
+    EndpointSpec,
     PodSpec,
     Scenario,
     UtilizationSpec,
@@ -94,19 +95,19 @@ class SimState:
         self._created = 0
         self._pod_meters: dict[str, tuple[PodSpec, Meter | None]] = {}
         self._volume_meters: list[Meter] | None = None
+        # Each endpoint's versions, oldest first, each billing from its hour (see update).
+        self._endpoint_versions: dict[str, list[EndpointSpec]] = {
+            e.id: [e] for e in scenario.endpoints
+        }
         self._fixed_meters: dict[str, list[AnyMeter]] = {
-            billing.SERVERLESS.kind: [
-                meters.endpoint_meter(e, self.prices, self.catalog)
-                for e in sorted(scenario.endpoints, key=lambda e: e.id)
-            ],
-            billing.CLUSTER.kind: [
-                meters.cluster_meter(c, self.prices, self.catalog)
-                for c in sorted(scenario.clusters, key=lambda c: c.id)
-            ],
+            billing.SERVERLESS.kind: [],
+            billing.CLUSTER.kind: [],
             billing.ENDPOINT.kind: [meters.public_endpoint_meter(scenario.public_endpoints)]
             if scenario.public_endpoints
             else [],
         }
+        self._rebuild_endpoint_meters()
+        self._rebuild_cluster_meters()
         # Build the meters now rather than on the first billing request.
         self.meters(billing.POD)
         self.meters(billing.NETWORK_VOLUME)
@@ -370,6 +371,197 @@ class SimState:
             self._volumes[volume_id] = dataclasses.replace(volume, history=history)
             self._volume_meters = None
 
+    # Serverless endpoints and clusters: create, update, delete.
+
+    def create_endpoint(self, body: Any) -> dict:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        problems = schema.errors("CreateEndpointRequest", body, integers_strict=True)
+        if problems:
+            raise ApiError(422, "request validation failed", problems)
+        if ("gpu" in body) == ("cpu" in body):
+            raise ApiError(400, "supply exactly one of gpu or cpu", ["$: gpu xor cpu"])
+        if "cpu" in body:
+            raise ApiError(400, "the simulator creates GPU endpoints only")
+        with self._lock:
+            now = self._clock.now()
+            template = self._template(body)
+            gpu = self._pool_gpu(body["gpu"]["pools"])
+            count = body["gpu"].get("count", 1)
+            if count > gpu.max_count("SECURE"):
+                raise ApiError(400, f"at most {gpu.max_count('SECURE')} x {gpu.id} per worker")
+            data_centers = tuple(body.get("dataCenterIds") or ())
+            volumes = tuple(body.get("networkVolumes") or ())
+            for volume_id in volumes:
+                volume = self._live_volume(volume_id, now)
+                if data_centers and volume.data_center_id not in data_centers:
+                    raise ApiError(
+                        400,
+                        f"network volume {volume_id} is in {volume.data_center_id}, not in "
+                        f"the endpoint's data centers ({', '.join(data_centers)})",
+                    )
+            workers = body.get("workers") or {}
+            minimum, maximum = workers.get("min", 0), workers.get("max", 3)
+            if minimum > maximum:
+                raise ApiError(400, f"workers.min ({minimum}) is more than workers.max ({maximum})")
+            scaling = body["scaling"]
+            endpoint = EndpointSpec(
+                id=self._next_id("endpoint", 6),
+                name=body["name"],
+                image=body.get("image") or (template.image if template else ""),
+                env={**(template.env if template else {}), **body.get("env", {})},
+                disk=body.get("disk") or (template.disk if template else 10),
+                workers_min=minimum,
+                workers_max=maximum,
+                data_center_ids=data_centers,
+                network_volume_ids=volumes,
+                seconds_per_request=Decimal(0),
+                requests_per_hour=(0,) * 24,
+                history=((now, "CREATED"),),
+                gpu_type_id=gpu.id,
+                gpu_count=count,
+                idle_timeout=workers.get("idleTimeout", 5),
+                scaling=_scaling(scaling),
+                template_id=template.id if template else None,
+            )
+            self._require_balance(
+                self._endpoint_hourly(endpoint), "this endpoint's minimum workers"
+            )
+            self._endpoints[endpoint.id] = endpoint
+            self._endpoint_versions[endpoint.id] = [endpoint]
+            self._rebuild_endpoint_meters()
+            return render.endpoint_json(endpoint, self.catalog)
+
+    def update_endpoint(self, endpoint_id: str, body: Any) -> dict:
+        """PATCH: a change of what bills (workers, GPUs) bills from the next whole hour, so
+        no hour is billed by two versions at once (the simulator's simplification)."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        problems = schema.errors("UpdateEndpointRequest", body, integers_strict=True)
+        if problems:
+            raise ApiError(422, "request validation failed", problems)
+        with self._lock:
+            now = self._clock.now()
+            endpoint = self._endpoints.get(endpoint_id)
+            if endpoint is None or not endpoint.exists_at(now):
+                raise ApiError(404, f"endpoint {endpoint_id} not found")
+            changes: dict[str, Any] = {}
+            if "name" in body:
+                changes["name"] = body["name"]
+            if "image" in body:
+                changes["image"] = body["image"]
+            if "workers" in body:
+                workers = body["workers"]
+                changes["workers_min"] = workers.get("min", endpoint.workers_min)
+                changes["workers_max"] = workers.get("max", endpoint.workers_max)
+                changes["idle_timeout"] = workers.get("idleTimeout", endpoint.idle_timeout)
+                if changes["workers_min"] > changes["workers_max"]:
+                    raise ApiError(400, "workers.min is more than workers.max")
+            if "scaling" in body:
+                changes["scaling"] = _scaling(body["scaling"])
+            if "networkVolumes" in body:
+                for volume_id in body["networkVolumes"]:
+                    self._live_volume(volume_id, now)
+                changes["network_volume_ids"] = tuple(body["networkVolumes"])
+            if "dataCenterIds" in body:
+                changes["data_center_ids"] = tuple(body["dataCenterIds"])
+            if "gpu" in body:
+                gpu = body["gpu"]
+                if "pools" in gpu:
+                    changes["gpu_type_id"] = self._pool_gpu(gpu["pools"]).id
+                if "count" in gpu:
+                    changes["gpu_count"] = gpu["count"]
+            updated = dataclasses.replace(endpoint, **changes)
+            self._endpoints[endpoint_id] = updated
+            versions = self._endpoint_versions[endpoint_id]
+            from_hour = now - now % 3600 + 3600
+            # The new version bills from the next hour; earlier versions keep their hours.
+            versions.append(dataclasses.replace(updated, history=((from_hour, "CREATED"),)))
+            self._rebuild_endpoint_meters()
+            return render.endpoint_json(updated, self.catalog)
+
+    def delete_endpoint(self, endpoint_id: str) -> None:
+        with self._lock:
+            now = self._clock.now()
+            endpoint = self._endpoints.get(endpoint_id)
+            if endpoint is None or not endpoint.exists_at(now):
+                raise ApiError(404, f"endpoint {endpoint_id} not found")
+            self._endpoints[endpoint_id] = _ended(endpoint, now, "DELETED")
+            # A change waiting for the next hour never bills.
+            started = [v for v in self._endpoint_versions[endpoint_id] if v.created <= now]
+            self._endpoint_versions[endpoint_id] = [_ended(v, now, "DELETED") for v in started]
+            self._rebuild_endpoint_meters()
+
+    def create_cluster(self, body: Any) -> dict:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        problems = schema.errors("CreateClusterRequest", body, integers_strict=True)
+        if problems:
+            raise ApiError(422, "request validation failed", problems)
+        compute = body["compute"]
+        with self._lock:
+            now = self._clock.now()
+            gpu = self.catalog.get(compute["gpuTypeId"])
+            if gpu is None:
+                raise ApiError(400, f"unknown GPU type {compute['gpuTypeId']}")
+            if not gpu.available("SECURE"):
+                raise ApiError(400, f"{gpu.id} is not offered in SECURE cloud")
+            if compute["gpuCountPerPod"] > gpu.max_count("SECURE"):
+                raise ApiError(
+                    400, f"at most {gpu.max_count('SECURE')} x {gpu.id} on one pod of a cluster"
+                )
+            data_center = (body.get("dataCenterIds") or [None])[0]
+            network = ((body.get("mounts") or {}).get("network") or [None])[0]
+            if network:
+                volume = self._live_volume(network["volumeId"], now)
+                if data_center and data_center != volume.data_center_id:
+                    raise ApiError(
+                        400,
+                        f"network volume {volume.id} is in {volume.data_center_id}, not in "
+                        f"{data_center}: a cluster mounts a volume of its own data center",
+                    )
+                data_center = volume.data_center_id
+            cluster = ClusterSpec(
+                id=self._next_id("cluster", 6),
+                name=body["name"],
+                type=body["type"],
+                gpu_type_id=gpu.id,
+                gpu_count_per_pod=compute["gpuCountPerPod"],
+                pod_count=compute["podCount"],
+                disk=body.get("disk") or 50,
+                data_center_id=data_center or DEFAULT_DATA_CENTER["SECURE"],
+                image=body.get("image", ""),
+                history=((now, "RUNNING"),),
+                network_volume_id=network["volumeId"] if network else None,
+            )
+            hourly = cluster.pod_count * cluster.gpu_count_per_pod * gpu.price_secure
+            self._require_balance(hourly, "this cluster")
+            self._clusters[cluster.id] = cluster
+            self._cluster_pods[cluster.id] = _cluster_members(cluster, gpu.price_secure)
+            self._rebuild_cluster_meters()
+            return self._cluster_json(cluster, now)
+
+    def update_cluster(self, cluster_id: str, body: Any) -> dict:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        problems = schema.errors("UpdateClusterRequest", body, integers_strict=True)
+        if problems:
+            raise ApiError(422, "request validation failed", problems)
+        with self._lock:
+            now = self._clock.now()
+            cluster = dataclasses.replace(self._live_cluster(cluster_id, now), name=body["name"])
+            self._clusters[cluster_id] = cluster
+            return self._cluster_json(cluster, now)
+
+    def delete_cluster(self, cluster_id: str) -> None:
+        with self._lock:
+            now = self._clock.now()
+            cluster = _ended(self._live_cluster(cluster_id, now), now, "TERMINATED")
+            self._clusters[cluster_id] = cluster
+            price = cluster.gpu_price_per_hr or self.catalog[cluster.gpu_type_id].price_secure
+            self._cluster_pods[cluster_id] = _cluster_members(cluster, price)
+            self._rebuild_cluster_meters()
+
     # Billing.
 
     def meters(self, product: Product) -> list[AnyMeter]:
@@ -500,6 +692,68 @@ class SimState:
             args=body.get("args", ""),
         )
 
+    def _template(self, body: dict):
+        if "templateId" not in body:
+            return None
+        template = self.templates.get(body["templateId"])
+        if template is None:
+            raise ApiError(400, f"unknown template {body['templateId']}")
+        return template
+
+    def _pool_gpu(self, pools: list[str]):
+        for pool in pools:
+            for gpu in self.catalog.values():
+                if pool in (gpu.pool, gpu.id) and gpu.price_serverless is not None:
+                    return gpu
+        raise ApiError(400, f"no serverless GPU in the pools {', '.join(pools)}")
+
+    def _live_volume(self, volume_id: str, now: int) -> VolumeSpec:
+        volume = self._volumes.get(volume_id)
+        if volume is None or not volume.exists_at(now):
+            raise ApiError(400, f"unknown network volume {volume_id}")
+        return volume
+
+    def _endpoint_hourly(self, endpoint: EndpointSpec) -> Decimal:
+        gpu = self.catalog[endpoint.gpu_type_id]
+        price = gpu.price_serverless or gpu.price_secure
+        return price * endpoint.gpu_count * endpoint.workers_min
+
+    def _require_balance(self, hourly: Decimal, what: str) -> None:
+        if self._balance < hourly:
+            raise ApiError(
+                402,
+                f"insufficient balance: ${self._balance} does not cover one hour of {what} "
+                f"(${hourly})",
+            )
+
+    def _next_id(self, kind: str, size: int) -> str:
+        while True:
+            self._created += 1
+            seed = f"{self.scenario.name}/{kind}/{self._created}".encode()
+            new_id = hashlib.blake2s(seed, digest_size=size).hexdigest()
+            if new_id not in self._endpoints and new_id not in self._clusters:
+                return new_id
+
+    def _rebuild_endpoint_meters(self) -> None:
+        found: list[AnyMeter] = []
+        for endpoint_id in sorted(self._endpoint_versions):
+            versions = self._endpoint_versions[endpoint_id]
+            pieces = []
+            for i, version in enumerate(versions):
+                following = versions[i + 1].created if i + 1 < len(versions) else None
+                if following is not None:
+                    ends = (following, version.deleted or following)
+                    version = _ended(version, min(ends), "DELETED")
+                pieces.append(meters.endpoint_meter(version, self.prices, self.catalog))
+            found.append(pieces[0] if len(pieces) == 1 else meters.ChainedMeter(pieces))
+        self._fixed_meters[billing.SERVERLESS.kind] = found
+
+    def _rebuild_cluster_meters(self) -> None:
+        self._fixed_meters[billing.CLUSTER.kind] = [
+            meters.cluster_meter(c, self.prices, self.catalog)
+            for c in sorted(self._clusters.values(), key=lambda c: c.id)
+        ]
+
     def _next_pod_id(self) -> str:
         while True:
             self._created += 1
@@ -507,6 +761,20 @@ class SimState:
             pod_id = hashlib.blake2s(seed, digest_size=7).hexdigest()
             if self._find_pod(pod_id) is None:
                 return pod_id
+
+
+def _scaling(body: dict) -> tuple[str, Decimal]:
+    if body["type"] == "REQUEST_COUNT":
+        return ("REQUEST_COUNT", Decimal(body["requestCount"]))
+    return ("QUEUE_DELAY", Decimal(str(body["queueDelay"])))
+
+
+def _ended(spec, t: int, state: str):
+    """The spec with its history cut at `t` and ended there (DELETED or TERMINATED)."""
+    if any(s == state for _, s in spec.history):
+        return spec
+    past = tuple(e for e in spec.history if e[0] <= t)
+    return dataclasses.replace(spec, history=(*past, (t, state)))
 
 
 def _cluster_members(cluster: ClusterSpec, gpu_price: Decimal) -> list[PodSpec]:

@@ -49,7 +49,7 @@ NOT_PAGES = {
     "funding:proposal_approve", "funding:proposal_reject",
     "runpod:account_test", "runpod:account_balance", "runpod:account_sync",
     "runpod:account_active", "runpod:account_remove", "runpod:resource_assign",
-    "runpod:rule_deactivate", "runpod:tag_claim_decide",
+    "runpod:rule_deactivate", "runpod:tag_claim_decide", "runpod:account_cluster_limit",
     "provisioning:estimate", "provisioning:submit", "provisioning:cancel", "provisioning:retry",
     "provisioning:approve", "provisioning:deny",
     "notifications:badge", "notifications:read_all", "notifications:open",

@@ -23,6 +23,14 @@ POD_VALUES = {
 }
 
 
+# A cluster's checklist answered (the seeds: how the nodes exchange data, where shared model
+# files live), so a cluster request passes it.
+CLUSTER_CHECKLIST = {
+    "data_exchange": "NCCL all-reduce over the cluster network",
+    "shared_files_location": "the cluster's network volume",
+}
+
+
 @pytest.fixture
 def catalog(db):
     return {
@@ -74,6 +82,67 @@ def submitted(draft, world):
         return request_submit(actor=req.requester, req=req)
 
     return make
+
+
+def listed_endpoint(endpoint_id: str, **fields):
+    from labgov.runpod.types import Endpoint
+
+    values = {
+        "id": endpoint_id,
+        "name": f"made-by-hand-{endpoint_id}",
+        "template_id": None,
+        "gpu_type_ids": [],
+        "gpu_count": 1,
+        "workers_min": 0,
+        "workers_max": 3,
+        "network_volume_ids": [],
+        "data_center_ids": [],
+        "env": {},
+        "created_at": None,
+    }
+    return Endpoint(**{**values, **fields})
+
+
+def listed_cluster(cluster_id: str, **fields):
+    from labgov.runpod.types import Cluster
+
+    values = {
+        "id": cluster_id,
+        "name": f"made-by-hand-{cluster_id}",
+        "cluster_type": "TRAINING",
+        "gpu_type_id": H100,
+        "gpu_count_per_pod": 8,
+        "pod_count": 2,
+        "data_center_id": "US-KS-2",
+        "template_id": None,
+        "created_at": None,
+    }
+    return Cluster(**{**values, **fields})
+
+
+@pytest.fixture
+def runpod_lists(monkeypatch):
+    """What "Runpod" lists when marking provisioned asks it (the sync key's client, faked):
+    append endpoints and clusters (listed_endpoint, listed_cluster) to the lists."""
+    listed = {"endpoints": [], "clusters": [], "asked": 0}
+
+    class Lister:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def list_endpoints(self):
+            listed["asked"] += 1
+            return list(listed["endpoints"])
+
+        def list_clusters(self):
+            listed["asked"] += 1
+            return list(listed["clusters"])
+
+    monkeypatch.setattr("labgov.runpod.services.client_for_account", lambda account: Lister())
+    return listed
 
 
 APPEND_ONLY_TABLES = ("audit_auditevent", "funding_ledgerentry")

@@ -14,6 +14,7 @@ from labgov.core.errors import DomainError
 from labgov.funding.models import Allocation, LedgerEntry
 from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.services import commitments_reconcile, request_approve
+from tests.provisioning.conftest import CLUSTER_CHECKLIST
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -24,6 +25,7 @@ CLUSTER = {
     "node_count": 2,
     "expected_hours": D(5),
     "runs_distributed": True,
+    **CLUSTER_CHECKLIST,
 }
 
 

@@ -12,12 +12,14 @@ from django.urls import reverse
 from labgov.provisioning.services import request_approve
 from labgov.provisioning.services.provision import provisioning_fail
 from tests.factories import RunpodAccountFactory
+from tests.provisioning.conftest import CLUSTER_CHECKLIST, listed_cluster
 
 ROLES = ["inst_admin", "finance", "lab_admin", "member", "other_member", "outsider", "anonymous"]
 CLUSTER = {
     "deployment_model": "cluster",
     "node_count": 2,
     "runs_distributed": True,
+    **CLUSTER_CHECKLIST,
     "expected_hours": D(1),
 }
 
@@ -27,8 +29,9 @@ def _user(world, role):
 
 
 @pytest.fixture
-def objects(world, draft, submitted):
+def objects(world, draft, submitted, runpod_lists):
     """A request in the state a page or action needs, made only when asked for."""
+    runpod_lists["clusters"].append(listed_cluster("cluster-1"))
 
     def failed():
         req = request_approve(actor=world.lab_admin, req=submitted())

@@ -18,7 +18,7 @@ from labgov.provisioning.assessment import (
 from labgov.provisioning.models import ProvisioningPolicy, ProvisioningRequest
 from labgov.provisioning.selectors import policy_for_lab
 from labgov.provisioning.services import policy_save
-from tests.provisioning.conftest import A40, H100, POD_VALUES
+from tests.provisioning.conftest import A40, CLUSTER_CHECKLIST, H100, POD_VALUES
 
 TODAY = dt.date(2026, 11, 30)
 
@@ -169,6 +169,7 @@ CLUSTER = {
     "node_count": 2,
     "gpu_count": 8,
     "runs_distributed": True,
+    **CLUSTER_CHECKLIST,
 }
 
 

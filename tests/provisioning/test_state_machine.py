@@ -27,9 +27,16 @@ from labgov.provisioning.services import (
 )
 from labgov.provisioning.services.provision import provisioning_fail
 from tests.factories import AllocationFactory, MembershipFactory, RunpodAccountFactory
-from tests.provisioning.conftest import POD_VALUES
+from tests.provisioning.conftest import (
+    CLUSTER_CHECKLIST,
+    POD_VALUES,
+    listed_cluster,
+    listed_endpoint,
+)
 
 S = ProvisioningRequest.State
+# An account labgov only reads: approved endpoints and clusters wait to be made by hand.
+NO_WRITE_KEY = {"write_key_encrypted": "", "write_key_last4": ""}
 
 
 def _figures(allocation):
@@ -121,7 +128,9 @@ def test_approve_commits_the_estimate(submitted, world):
     assert note.subject == f"Request #{req.pk} is being created on Runpod: {req.title}"
 
 
-def test_one_notification_follows_a_request_from_approval_to_running(submitted, world):
+def test_one_notification_follows_a_request_from_approval_to_running(
+    submitted, world, runpod_lists
+):
     req = submitted(
         deployment_model="serverless",
         requests_per_day=D(1000),
@@ -137,6 +146,7 @@ def test_one_notification_follows_a_request_from_approval_to_running(submitted, 
         read_at=timezone.now(), emailed_at=timezone.now()
     )
     account = RunpodAccountFactory(institution=world.institution)
+    runpod_lists["endpoints"].append(listed_endpoint("ep-1"))
     request_mark_provisioned(actor=world.lab_admin, req=req, account=account, runpod_id="ep-1")
     assert Notification.objects.filter(recipient=world.member).count() == 1
     note.refresh_from_db()
@@ -259,7 +269,9 @@ def test_approved_request_cannot_be_decided_again(submitted, world):
 
 
 def test_cancel_releases_the_commitment(submitted, world):
-    req = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+    req = submitted(
+        deployment_model="cluster", node_count=2, runs_distributed=True, **CLUSTER_CHECKLIST
+    )
     req = request_approve(actor=world.lab_admin, req=req)
     assert req.state == S.APPROVED
     committed = _figures(world.allocation).committed_usd
@@ -317,9 +329,12 @@ def test_retry_by_someone_else_is_refused(submitted, world):
         provisioning_retry(actor=world.other_member, req=req)
 
 
-def test_mark_provisioned_by_hand_attaches_attribution(submitted, world):
-    account = RunpodAccountFactory(institution=world.institution)
-    req = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+def test_mark_provisioned_by_hand_attaches_attribution(submitted, world, runpod_lists):
+    account = RunpodAccountFactory(institution=world.institution, **NO_WRITE_KEY)
+    runpod_lists["clusters"].append(listed_cluster("c1"))
+    req = submitted(
+        deployment_model="cluster", node_count=2, runs_distributed=True, **CLUSTER_CHECKLIST
+    )
     req = request_approve(actor=world.lab_admin, req=req)
     with pytest.raises(DomainError, match="Only the lab's admins"):
         request_mark_provisioned(actor=world.member, req=req, account=account, runpod_id="c1")
@@ -333,16 +348,22 @@ def test_mark_provisioned_by_hand_attaches_attribution(submitted, world):
     assert assignment.starts_at == req.decided_at.replace(minute=0, second=0, microsecond=0)
 
 
-CLUSTER = {"deployment_model": "cluster", "node_count": 2, "runs_distributed": True}
+CLUSTER = {
+    "deployment_model": "cluster",
+    "node_count": 2,
+    "runs_distributed": True,
+    **CLUSTER_CHECKLIST,
+}
 
 
-def test_marking_provisioned_never_takes_another_labs_resource(submitted, world):
+def test_marking_provisioned_never_takes_another_labs_resource(submitted, world, runpod_lists):
     """Issue 9, attack 5: a lab admin marked their request provisioned with another lab's
     endpoint or cluster id, and its spend moved to their allocation."""
     from labgov.runpod.services import resource_assign
     from tests.factories import ResourceFactory
 
-    account = RunpodAccountFactory(institution=world.institution)
+    account = RunpodAccountFactory(institution=world.institution, **NO_WRITE_KEY)
+    runpod_lists["clusters"].append(listed_cluster("nlp-cluster"))
     nlp = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
     theirs = ResourceFactory(account=account, kind="cluster", runpod_id="nlp-cluster")
     resource_assign(actor=world.inst_admin, resource=theirs, allocation=nlp)
@@ -359,10 +380,13 @@ def test_marking_provisioned_never_takes_another_labs_resource(submitted, world)
     assert req.state == S.APPROVED and not req.resources.exists()
 
 
-def test_marking_provisioned_adopts_an_unattributed_resource_from_the_approval(submitted, world):
+def test_marking_provisioned_adopts_an_unattributed_resource_from_the_approval(
+    submitted, world, runpod_lists
+):
     from tests.factories import ResourceFactory
 
-    account = RunpodAccountFactory(institution=world.institution)
+    account = RunpodAccountFactory(institution=world.institution, **NO_WRITE_KEY)
+    runpod_lists["clusters"].append(listed_cluster("made-by-hand"))
     old = timezone.now() - dt.timedelta(days=40)
     cluster = ResourceFactory(
         account=account, kind="cluster", runpod_id="made-by-hand", created_at_runpod=old
@@ -404,7 +428,9 @@ def test_expire_stale_requests_and_release(submitted, world, draft):
     waiting = submitted()
     cluster = request_approve(
         actor=world.lab_admin,
-        req=submitted(deployment_model="cluster", node_count=2, runs_distributed=True),
+        req=submitted(
+            deployment_model="cluster", node_count=2, runs_distributed=True, **CLUSTER_CHECKLIST
+        ),
     )
     fresh_draft = draft()
     assert requests_expire() == 0

@@ -11,7 +11,7 @@ from django.urls import reverse
 from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.services import request_approve
 from tests.factories import AllocationFactory, MembershipFactory
-from tests.provisioning.conftest import H100
+from tests.provisioning.conftest import CLUSTER_CHECKLIST, H100, listed_endpoint
 
 S = ProvisioningRequest.State
 
@@ -175,7 +175,9 @@ def test_review_queue_deny_without_reason_is_refused_inline(world, submitted, cl
 
 def test_review_queue_filters(world, submitted, client_for):
     pod = submitted()
-    cluster = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+    cluster = submitted(
+        deployment_model="cluster", node_count=2, runs_distributed=True, **CLUSTER_CHECKLIST
+    )
     client = client_for(world.lab_admin)
     page = client.get(reverse("provisioning:review"), {"model": "cluster"}).content.decode()
     assert f"review-row-{cluster.pk}" in page and f"review-row-{pod.pk}" not in page
@@ -239,8 +241,9 @@ PAGES = {
     # count, page, the managed labs for the filter, the Runpod accounts whose balance runway
     # it shows (and, when one has a balance, their last 7 days' spend in one more)
     "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 7),
-    # request, actual spend, allocation figures, policy, GPU, resources, history
-    "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 10),
+    # request, actual spend, allocation figures, policy, GPU, resources, history, and for an
+    # endpoint or cluster the lab's Runpod account (its confirmed spending limit)
+    "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 11),
     # allocations exist?, GPU catalog, allocation choices (twice: Django's required select
     # reads its first option again), the requester's past pod requests (their utilization)
     "new": ("member", lambda w, r, d: reverse("provisioning:new"), 8),
@@ -272,7 +275,9 @@ PAGES = {
 @pytest.mark.parametrize("page", list(PAGES))
 def test_query_count_is_pinned_and_flat(world, draft, submitted, client_for, page):
     role, url_for, pinned = PAGES[page]
-    req = submitted(deployment_model="cluster", node_count=2, runs_distributed=True)
+    req = submitted(
+        deployment_model="cluster", node_count=2, runs_distributed=True, **CLUSTER_CHECKLIST
+    )
     drafted = draft()
     client = client_for(getattr(world, role))
     small = _count(client, url_for(world, req, drafted))
@@ -290,7 +295,7 @@ def test_estimate_query_count_is_flat(world, draft, submitted, client_for):
 
 
 def test_mark_provisioned_with_another_labs_endpoint_is_refused_in_words(
-    world, submitted, client_for
+    world, submitted, client_for, runpod_lists
 ):
     """Issue 9, attack 5, through the page."""
     from labgov.funding.models import Allocation
@@ -298,7 +303,10 @@ def test_mark_provisioned_with_another_labs_endpoint_is_refused_in_words(
     from labgov.runpod.services import resource_assign
     from tests.factories import AllocationFactory, ResourceFactory, RunpodAccountFactory
 
-    account = RunpodAccountFactory(institution=world.institution)
+    account = RunpodAccountFactory(
+        institution=world.institution, write_key_encrypted="", write_key_last4=""
+    )
+    runpod_lists["endpoints"].append(listed_endpoint("nlp-endpoint"))
     nlp = AllocationFactory(funding_source=world.other_funding_source, user=world.other_member)
     endpoint = ResourceFactory(account=account, kind="serverless", runpod_id="nlp-endpoint")
     resource_assign(actor=world.inst_admin, resource=endpoint, allocation=nlp)

@@ -27,7 +27,7 @@ from django.utils.text import slugify
 from labgov.core.errors import DomainError
 from labgov.core.periods import hour_floor
 from labgov.provisioning.models import DeploymentModel, ProvisioningRequest
-from labgov.provisioning.selectors import runpod_account_for_lab, runpod_accounts_for_lab
+from labgov.provisioning.selectors import gpu_for, runpod_account_for_lab, runpod_accounts_for_lab
 from labgov.provisioning.services.commitments import (
     commitment_post,
     commitment_release_to,
@@ -51,7 +51,7 @@ from labgov.runpod.errors import (
     RunpodRequestInvalid,
     RunpodUnavailable,
 )
-from labgov.runpod.inventory import _pod_fields, _volume_fields
+from labgov.runpod.inventory import _cluster_fields, _endpoint_fields, _pod_fields, _volume_fields
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import Assignment, Resource, ResourceKind, RunpodAccount
 from labgov.runpod.services import resource_assign
@@ -113,18 +113,38 @@ def provisioning_resume(*, now: dt.datetime | None = None) -> int:
 _NO_CAPACITY_WORDS = ("could not be placed", "capacity", "no available", "not available")
 
 
+NOUNS = {
+    DeploymentModel.POD: "pod",
+    DeploymentModel.SERVERLESS: "serverless endpoint",
+    DeploymentModel.CLUSTER: "cluster",
+}
+
+
+def noun(req: ProvisioningRequest | None) -> str:
+    """What labgov creates for the request, in words: pod, serverless endpoint, cluster."""
+    return NOUNS.get(req.deployment_model, "pod") if req is not None else "pod"
+
+
 def _what(req: ProvisioningRequest | None) -> str:
     if req is None:
         return "the pod"
     where = f" in {req.data_center_id}" if req.data_center_id else ""
+    if req.deployment_model == DeploymentModel.CLUSTER:
+        return (
+            f"a cluster of {req.node_count} pods × {req.gpu_count} × {req.gpu_type_id}"
+            f" in {req.get_cloud_display()}{where}"
+        )
+    if req.deployment_model == DeploymentModel.SERVERLESS:
+        return f"a serverless endpoint of {req.gpu_count} × {req.gpu_type_id} per worker{where}"
     return f"{req.gpu_count} × {req.gpu_type_id} in {req.get_cloud_display()}{where}"
 
 
 def explain(exc: RunpodError, req: ProvisioningRequest | None = None) -> str:
     """A Runpod failure in words for the requester and the approver."""
+    thing = noun(req)
     if isinstance(exc, RunpodInsufficientBalance):
         return (
-            "Runpod refused to start the pod because the Runpod account's balance is too low "
+            f"Runpod refused to start the {thing} because the Runpod account's balance is too low "
             "(402; deploying needs at least one hour of credit). Add credit to the Runpod "
             "account, then retry."
         )
@@ -137,25 +157,25 @@ def explain(exc: RunpodError, req: ProvisioningRequest | None = None) -> str:
         )
     if isinstance(exc, RunpodAuthError):
         return (
-            f"The connected Runpod API key may not create pods ({exc.status}). An institution "
+            f"The connected Runpod API key may not create {thing}s ({exc.status}). An institution "
             "admin must give the key write access, then retry."
         )
     detail = (exc.detail or "").lower()
     if exc.status == 400 and any(words in detail for words in _NO_CAPACITY_WORDS):
         return (
             f"Runpod has no free capacity for {_what(req)} right now (400: {exc.detail}). "
-            "Nothing was started and nothing is charged for the pod. Retry later, or cancel "
+            f"Nothing was started and nothing is charged for the {thing}. Retry later, or cancel "
             "and submit the request with another GPU type, cloud or data center."
         )
     if isinstance(exc, RunpodRequestInvalid):
         detail = exc.detail or "; ".join(exc.errors) or exc.message
         return (
-            f"Runpod refused the pod as invalid ({exc.status}): {detail}. If the request needs "
+            f"Runpod refused the {thing} as invalid ({exc.status}): {detail}. If the request needs "
             "changing, cancel it and submit a corrected one; otherwise retry."
         )
     if isinstance(exc, RunpodUnavailable):
         return (
-            f"Runpod did not answer in time ({exc.message}). The pod may or may not have been "
+            f"Runpod did not answer in time ({exc.message}). The {thing} may or may not have been "
             "created: retrying looks for it first, so it is never created twice."
         )
     return f"Runpod answered with an error: {exc.message} Retry, or cancel the request."
@@ -188,6 +208,72 @@ def pod_body(req: ProvisioningRequest, *, network_volume_id: str | None) -> dict
         "disk": max(1, req.container_disk_gb),
         # For people looking at Runpod's console. The allocation's tag is not written here:
         # every member of the Runpod team can read a pod's environment.
+        "env": {"LABGOV_REQUEST": str(req.pk)},
+    }
+    if network_volume_id:
+        body["mounts"] = {"network": [{"volumeId": network_volume_id, "path": WORKSPACE}]}
+    elif req.volume_disk_gb:
+        body["mounts"] = {"persistent": {"size": req.volume_disk_gb, "path": WORKSPACE}}
+    if req.data_center_id:
+        body["dataCenterIds"] = [req.data_center_id]
+    return body
+
+
+def _name(req: ProvisioningRequest) -> str:
+    return f"{req.marker}{slugify(req.title)[:40]}".rstrip("-")
+
+
+def gpu_pool(req: ProvisioningRequest) -> str:
+    """The serverless pool of the request's GPU type (from the synced catalog), else the type."""
+    gpu = gpu_for(req.gpu_type_id)
+    return (gpu.pool if gpu is not None else "") or req.gpu_type_id
+
+
+def endpoint_body(req: ProvisioningRequest, *, network_volume_id: str | None, pool: str) -> dict:
+    """A CreateEndpointRequest: the template or image, the GPU pool and count per worker, the
+    workers (min = the always-on workers the estimate counts), scaling, volume, data center."""
+    if req.scaling_type == "REQUEST_COUNT":
+        scaling = {"type": "REQUEST_COUNT", "requestCount": max(1, req.scaling_value)}
+    else:
+        scaling = {"type": "QUEUE_DELAY", "queueDelay": max(1, req.scaling_value)}
+    body = {
+        "name": _name(req),
+        "type": "QUEUE",
+        "gpu": {"pools": [pool], "count": req.gpu_count},
+        "workers": {
+            "min": req.idle_workers,
+            "max": max(req.workers_max, req.idle_workers, 1),
+            "idleTimeout": min(max(1, req.idle_timeout_seconds), 3600),
+        },
+        "scaling": scaling,
+        "env": {"LABGOV_REQUEST": str(req.pk)},
+    }
+    if req.template_id:
+        body["templateId"] = req.template_id
+    if req.image:
+        body["image"] = req.image
+    if req.container_disk_gb:
+        body["disk"] = req.container_disk_gb
+    if network_volume_id:
+        body["networkVolumes"] = [network_volume_id]
+    if req.data_center_id:
+        body["dataCenterIds"] = [req.data_center_id]
+    return body
+
+
+def cluster_body(req: ProvisioningRequest, *, network_volume_id: str | None) -> dict:
+    """A CreateClusterRequest: the GPU type, GPUs per pod, pod count, image, network volume
+    (in the cluster's data center) or volume disk."""
+    body = {
+        "name": _name(req),
+        "type": req.cluster_type or "TRAINING",
+        "compute": {
+            "gpuTypeId": req.gpu_type_id,
+            "gpuCountPerPod": req.gpu_count,
+            "podCount": req.node_count,
+        },
+        "image": req.image,
+        "disk": max(1, req.container_disk_gb),
         "env": {"LABGOV_REQUEST": str(req.pk)},
     }
     if network_volume_id:
@@ -237,6 +323,46 @@ def adoptable_pod(pods, req: ProvisioningRequest, volume):
     return None
 
 
+def adoptable_endpoint(endpoints, req: ProvisioningRequest, volume_id: str | None, pool: str):
+    """The endpoint the unknown attempt created, if Runpod holds one: the attempt's token,
+    created after the attempt began, and the shape asked for (pool and GPUs per worker,
+    workers, image or template, volume and data center)."""
+    body = endpoint_body(req, network_volume_id=volume_id, pool=pool)
+    for endpoint in endpoints:
+        if (
+            endpoint.name.startswith(req.marker)
+            and _created_in_attempt(endpoint.created_at, req)
+            and endpoint.gpu_pool_ids == [pool]
+            and endpoint.gpu_count == req.gpu_count
+            and endpoint.workers_min == body["workers"]["min"]
+            and endpoint.workers_max == body["workers"]["max"]
+            and (not req.image or endpoint.image == req.image)
+            and (not req.template_id or endpoint.template_id in (None, req.template_id))
+            and endpoint.network_volume_ids == ([volume_id] if volume_id else [])
+            and endpoint.data_center_ids == body.get("dataCenterIds", [])
+        ):
+            return endpoint
+    return None
+
+
+def adoptable_cluster(clusters, req: ProvisioningRequest):
+    """The cluster the unknown attempt created, if Runpod holds one: the attempt's token,
+    created after the attempt began, and the GPU type, GPUs per pod, pod count, type and data
+    center asked for."""
+    for cluster in clusters:
+        if (
+            cluster.name.startswith(req.marker)
+            and _created_in_attempt(cluster.created_at, req)
+            and cluster.gpu_type_id == req.gpu_type_id
+            and cluster.gpu_count_per_pod == req.gpu_count
+            and cluster.pod_count == req.node_count
+            and cluster.cluster_type == (req.cluster_type or "TRAINING")
+            and (not req.data_center_id or cluster.data_center_id == req.data_center_id)
+        ):
+            return cluster
+    return None
+
+
 def adoptable_volume(volumes, req: ProvisioningRequest, account):
     """The network volume the unknown attempt created, if Runpod holds one. Runpod reports no
     creation time for volumes: one labgov saw before the attempt began is not it."""
@@ -262,10 +388,11 @@ def adoptable_volume(volumes, req: ProvisioningRequest, account):
 
 
 def _on_runpod(client, req: ProvisioningRequest, *, account, adopt: bool, created: list):
-    """Create the request's network volume (when asked for) and pod, or, retrying an attempt
-    whose outcome is unknown, adopt what it created. `created` collects what this call made."""
+    """Create the request's network volume (when asked for) and its pod, endpoint or cluster,
+    or, retrying an attempt whose outcome is unknown, adopt what it created. `created`
+    collects what this call made. Returns (kind, what was made, the new volume or None)."""
     volume = None
-    if req.network_volume_gb:
+    if req.network_volume_gb and not _existing_volume_id(req):
         if adopt:
             volume = adoptable_volume(client.list_network_volumes(), req, account)
         if volume is None:
@@ -277,10 +404,31 @@ def _on_runpod(client, req: ProvisioningRequest, *, account, adopt: bool, create
                 }
             )
             created.append(volume)
+    volume_id = volume.id if volume else _existing_volume_id(req)
+    if req.deployment_model == DeploymentModel.SERVERLESS:
+        pool = gpu_pool(req)
+        made = adoptable_endpoint(client.list_endpoints(), req, volume_id, pool) if adopt else None
+        if made is None:
+            made = client.create_endpoint(
+                endpoint_body(req, network_volume_id=volume_id, pool=pool)
+            )
+        return ResourceKind.SERVERLESS, made, volume
+    if req.deployment_model == DeploymentModel.CLUSTER:
+        made = adoptable_cluster(client.list_clusters(), req) if adopt else None
+        if made is None:
+            made = client.create_cluster(cluster_body(req, network_volume_id=volume_id))
+        return ResourceKind.CLUSTER, made, volume
     pod = adoptable_pod(client.list_pods(), req, volume) if adopt else None
     if pod is None:
         pod = client.create_pod(pod_body(req, network_volume_id=volume.id if volume else None))
-    return pod, volume
+    return ResourceKind.POD, pod, volume
+
+
+def _existing_volume_id(req: ProvisioningRequest) -> str | None:
+    """An existing network volume an endpoint or cluster mounts instead of a new one."""
+    if req.deployment_model == DeploymentModel.POD:
+        return None
+    return (req.network_volume_id or "").strip() or None
 
 
 def provisioning_run(
@@ -306,7 +454,9 @@ def provisioning_run(
     created: list = []
     try:
         with client_factory(account) as client:
-            pod, volume = _on_runpod(client, req, account=account, adopt=adopt, created=created)
+            kind, made, volume = _on_runpod(
+                client, req, account=account, adopt=adopt, created=created
+            )
     except RunpodError as exc:
         log.warning("provisioning request %s failed: %s", request_id, exc.message)
         return provisioning_fail(
@@ -316,7 +466,9 @@ def provisioning_run(
             # A volume this attempt created stays its own: the retry mounts it.
             outcome_unknown=not isinstance(exc, KNOWN_REFUSALS) or bool(created),
         )
-    return provisioning_succeed(request_id=request_id, account=account, pod=pod, volume=volume)
+    return provisioning_succeed(
+        request_id=request_id, account=account, made=made, kind=kind, volume=volume
+    )
 
 
 @transaction.atomic
@@ -393,8 +545,19 @@ def _attribute(req: ProvisioningRequest, resource: Resource, *, since: dt.dateti
     )
 
 
+FIELDS = {
+    ResourceKind.POD: _pod_fields,
+    ResourceKind.SERVERLESS: _endpoint_fields,
+    ResourceKind.CLUSTER: _cluster_fields,
+}
+
+
 @transaction.atomic
-def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> ProvisioningRequest:
+def provisioning_succeed(
+    *, request_id: int, account, made=None, kind: str = ResourceKind.POD, volume=None, pod=None
+) -> ProvisioningRequest:
+    """Record what the attempt made (`made`, of `kind`; `pod=` for a pod, as before)."""
+    made = made if made is not None else pod
     req = ProvisioningRequest.objects.get(pk=request_id)
     # The account before the allocation: the pod's attribution writes synced spend, whose
     # writers all lock the account first (labgov/runpod/sync.py).
@@ -415,14 +578,14 @@ def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> Provi
         )
     _attribute(
         req,
-        _resource_upsert(account, ResourceKind.POD, pod.id, _pod_fields(pod)),
-        since=hour_floor(pod.created_at) if pod.created_at else attempt_hour,
+        _resource_upsert(account, kind, made.id, FIELDS[kind](made)),
+        since=hour_floor(made.created_at) if made.created_at else attempt_hour,
     )
     _save(
         req,
         state=S.PROVISIONED,
         runpod_account=account,
-        runpod_id=pod.id,
+        runpod_id=made.id,
         provisioned_at=timezone.now(),
         provision_claimed_until=None,
         provision_outcome_unknown=False,
@@ -433,8 +596,8 @@ def provisioning_succeed(*, request_id: int, account, pod, volume=None) -> Provi
         req=req,
         event="provisioned",
         before_state=S.PROVISIONING,
-        body=f"Pod {pod.name} ({pod.id}) was created on Runpod and is paid by "
-        f"{req.allocation} from its creation on.",
+        body=f"{NOUNS[req.deployment_model].capitalize()} {made.name} ({made.id}) was created "
+        f"on Runpod and is paid by {req.allocation} from its creation on.",
     )
     return req
 
@@ -459,58 +622,132 @@ MANUAL_KINDS = {
 }
 
 
-@transaction.atomic
+LISTS = {
+    ResourceKind.SERVERLESS: ("list_endpoints", _endpoint_fields),
+    ResourceKind.CLUSTER: ("list_clusters", _cluster_fields),
+}
+
+
+def _listed_on_runpod(account: RunpodAccount, kind: str, runpod_id: str, client_factory):
+    """What Runpod lists under that id for that kind, asked with the account's sync key;
+    a refusal in words when it lists none (a pod's, a volume's or another kind's id, a typo)."""
+    from labgov.runpod.services import client_for_account
+
+    method, _fields = LISTS[kind]
+    noun_ = dict(ResourceKind.choices)[kind].lower()
+    try:
+        with (client_factory or client_for_account)(account) as client:
+            listed = getattr(client, method)()
+    except RunpodError as exc:
+        raise DomainError(
+            f"labgov could not ask Runpod ({account.name}) for its {noun_}s: {exc.message} "
+            "Try again when Runpod answers.",
+            field="runpod_id",
+        ) from None
+    found = next((item for item in listed if item.id == runpod_id), None)
+    if found is None:
+        raise DomainError(
+            f"Runpod ({account.name}) lists no {noun_} with the id {runpod_id}: give the id of "
+            f"the {noun_} that was made for this request (a pod's, a volume's or another "
+            "kind's id is not one).",
+            field="runpod_id",
+        )
+    return found
+
+
 def request_mark_provisioned(
-    *, actor, req: ProvisioningRequest, account: RunpodAccount, runpod_id: str
+    *,
+    actor,
+    req: ProvisioningRequest,
+    account: RunpodAccount,
+    runpod_id: str,
+    client_factory: Callable | None = None,
 ) -> ProvisioningRequest:
     """A Serverless endpoint or Cluster that someone created on Runpod by hand: record its id,
-    and attach attribution as labgov does for the pods it creates."""
+    and attach attribution as labgov does for what it creates. Runpod is asked first (outside
+    the transaction) whether it lists that id for the request's kind."""
     runpod_id = (runpod_id or "").strip()
     if not runpod_id:
         raise DomainError("Give the Runpod id of the endpoint or cluster.", field="runpod_id")
-    lock_allocation(req.allocation_id)
-    req = lock_request(req.pk)
     _require_reviewer(actor, req)
-    _require(req, (S.APPROVED,), "be marked provisioned (only approved requests can)")
+    _require(req, MARKABLE, "be marked provisioned (only approved or failed requests can)")
     kind = MANUAL_KINDS.get(req.deployment_model)
     if kind is None:
         raise DomainError("labgov creates pods itself; only endpoints and clusters are marked.")
     if not runpod_accounts_for_lab(req.lab).filter(pk=account.pk).exists():
         raise DomainError("That Runpod account does not serve this lab.", field="account")
+    listed = _listed_on_runpod(account, kind, runpod_id, client_factory)
+    return _mark_provisioned(actor=actor, req=req, account=account, kind=kind, listed=listed)
+
+
+MARKABLE = (S.APPROVED, S.FAILED)
+
+
+@transaction.atomic
+def _mark_provisioned(*, actor, req, account, kind, listed) -> ProvisioningRequest:
+    runpod_id = listed.id
+    account_lock(account.pk)
+    allocation = lock_allocation(req.allocation_id)
+    req = lock_request(req.pk)
+    _require_reviewer(actor, req)
+    _require(req, MARKABLE, "be marked provisioned (only approved or failed requests can)")
+    elsewhere = (
+        Resource.objects.filter(runpod_id=runpod_id)
+        .exclude(account=account, kind=kind)
+        .select_related("account")
+        .first()
+    )
+    if elsewhere is not None:
+        raise DomainError(
+            f"{runpod_id} is already known to labgov as a {elsewhere.get_kind_display().lower()}"
+            f" of {elsewhere.account.name}, not as a {dict(ResourceKind.choices)[kind].lower()}"
+            f" of {account.name}.",
+            field="runpod_id",
+        )
+    taken = (
+        ProvisioningRequest.objects.filter(resources__runpod_id=runpod_id)
+        .exclude(pk=req.pk)
+        .first()
+    )
+    if taken is not None:
+        raise DomainError(
+            f"{runpod_id} is request #{taken.pk}'s already: one resource is one request's.",
+            field="runpod_id",
+        )
     resource = (
         Resource.objects.filter(account=account, kind=kind, runpod_id=runpod_id)
         .select_related("current_allocation__funding_source__lab")
         .first()
     )
-    now = timezone.now()
-    if resource is None:
-        resource = Resource.objects.create(
-            account=account,
-            kind=kind,
-            runpod_id=runpod_id,
-            name=req.title,
-            first_seen_at=now,
-            status_changed_at=now,
-        )
-    _require_unclaimed(resource, req)
+    if resource is not None:
+        _require_unclaimed(resource, req)
+    resource = _resource_upsert(account, kind, runpod_id, LISTS[kind][1](listed))
+    before = req.state
+    if before == S.FAILED:
+        # The failure released the estimate: the resource made by hand commits it again.
+        commitment_post(actor=actor, req=req, allocation=allocation)
     # Its spend before the approval (or its creation, when later) is not the request's.
+    now = timezone.now()
     since = hour_floor(req.decided_at or now)
     if resource.created_at_runpod is not None and resource.created_at_runpod > since:
         since = hour_floor(resource.created_at_runpod)
     _attribute(req, resource, since=since)
-    before = req.state
     _save(
         req,
         state=S.PROVISIONED,
         runpod_account=account,
         runpod_id=runpod_id,
         provisioned_at=timezone.now(),
+        provision_claimed_until=None,
+        provision_outcome_unknown=False,
+        last_error="",
     )
     record(
         actor=actor,
         req=req,
         event="provisioned",
         before_state=before,
-        body=f"{resource.get_kind_display()} {runpod_id} is paid by {req.allocation}.",
+        body=f"{resource.get_kind_display()} {runpod_id} (made outside labgov, listed by "
+        f"Runpod) is paid by {req.allocation}.",
     )
     return req

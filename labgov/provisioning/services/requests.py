@@ -21,6 +21,7 @@ from labgov.core.money import ZERO, to_cents
 from labgov.core.periods import hour_floor
 from labgov.funding.models import Allocation
 from labgov.provisioning.assessment import (
+    RunpodFacts,
     apply_estimate,
     auto_approvable,
     estimate_request,
@@ -28,7 +29,7 @@ from labgov.provisioning.assessment import (
     needs_second_approval,
 )
 from labgov.provisioning.models import DeploymentModel, ProvisioningRequest
-from labgov.provisioning.selectors import gpu_for, policy_for_lab
+from labgov.provisioning.selectors import gpu_for, policy_for_lab, runpod_account_for_lab
 from labgov.provisioning.services.commitments import (
     commitment_post,
     commitment_release_to,
@@ -36,6 +37,7 @@ from labgov.provisioning.services.commitments import (
     lock_request,
 )
 from labgov.provisioning.services.events import record
+from labgov.runpod.models import Resource, ResourceKind
 
 S = ProvisioningRequest.State
 
@@ -55,6 +57,13 @@ REQUEST_FIELDS = (
     "seconds_per_request",
     "idle_workers",
     "duration_days",
+    "template_id",
+    "workers_max",
+    "idle_timeout_seconds",
+    "scaling_type",
+    "scaling_value",
+    "cluster_type",
+    "network_volume_id",
     "container_disk_gb",
     "volume_disk_gb",
     "network_volume_gb",
@@ -66,6 +75,8 @@ REQUEST_FIELDS = (
     "checkpoint_interval_minutes",
     "restart_minutes",
     "runs_distributed",
+    "data_exchange",
+    "shared_files_location",
     "gpu_memory_needed_gb",
     "spending_limit_raised",
     "check_image_starts",
@@ -196,8 +207,10 @@ def _apply_bounded_estimate(req: ProvisioningRequest, gpu) -> None:
         raise DomainError(TOO_LARGE.format(MAX_AMOUNT)) from None
 
 
-def assess(req: ProvisioningRequest, *, allocation=None, price=None):
-    """The request's estimate and findings against its lab's current policy."""
+def assess(req: ProvisioningRequest, *, allocation=None, price=None, approval: bool = False):
+    """The request's estimate and findings against its lab's current policy (and, for
+    endpoints and clusters, the lab's Runpod account: the confirmed spending limit, the
+    volume it names; `approval`: the findings of the approval, where more blocks)."""
     policy = policy_for_lab(req.lab)
     gpu = gpu_for(req.gpu_type_id)
     estimate = estimate_request(req, gpu, price=price)
@@ -208,8 +221,29 @@ def assess(req: ProvisioningRequest, *, allocation=None, price=None):
         estimate=estimate,
         allocation=allocation,
         today=timezone.now().date(),
+        runpod=runpod_facts(req, approval=approval),
     )
     return policy, gpu, estimate, found
+
+
+def runpod_facts(req: ProvisioningRequest, *, approval: bool = False) -> RunpodFacts | None:
+    """What the findings need of the lab's Runpod account; None for pods (no queries)."""
+    if req.deployment_model == DeploymentModel.POD or not req.lab_id:
+        return None
+    account = runpod_account_for_lab(req.lab)
+    volume_id = (req.network_volume_id or "").strip()
+    volume = None
+    if volume_id and account is not None:
+        volume = Resource.objects.filter(
+            account=account, kind=ResourceKind.NETWORK_VOLUME, runpod_id=volume_id
+        ).first()
+    return RunpodFacts(
+        account_name=account.name if account else "",
+        limit_confirmed=bool(account and account.cluster_limit_confirmed_at),
+        volume_named=bool(volume_id),
+        volume=volume,
+        approval=approval,
+    )
 
 
 def _raise_if_blocked(found) -> None:
@@ -255,7 +289,7 @@ def request_approve(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
     _require_reviewer(actor, req)
     # Judge it at the price it was submitted with: the approver approves what they saw.
     policy, _gpu, _estimate, found = assess(
-        req, allocation=allocation, price=req.gpu_price_per_hr_usd
+        req, allocation=allocation, price=req.gpu_price_per_hr_usd, approval=True
     )
     total = req.estimate_total_usd
     if actor.pk == req.requester_id or _own_allocation(actor, req):
@@ -283,17 +317,25 @@ def request_approve(*, actor, req: ProvisioningRequest) -> ProvisioningRequest:
     return req
 
 
+MADE_BY_LABGOV = {
+    DeploymentModel.POD: "pod",
+    DeploymentModel.SERVERLESS: "serverless endpoint",
+    DeploymentModel.CLUSTER: "cluster",
+}
+
+
 def provisioning_start(*, actor, req: ProvisioningRequest) -> None:
-    """Approved Pod → provisioning; the task runs after the transaction commits. The caller
+    """Approved → provisioning; the task runs after the transaction commits. The caller
     holds the request's lock."""
     before = req.state
     _save(req, state=S.PROVISIONING, provision_claimed_until=None)
+    thing = MADE_BY_LABGOV.get(req.deployment_model, "pod")
     record(
         actor=actor,
         req=req,
         event="provision" if before == S.APPROVED else "retry",
         before_state=before,
-        body="labgov is creating the pod on Runpod now.",
+        body=f"labgov is creating the {thing} on Runpod now.",
     )
     # The task by its name, as core/queue.py does (the tasks module imports these services);
     # unlike task_enqueue_on_commit, not robust, as before.
@@ -314,8 +356,15 @@ def _approve(*, actor, req, allocation, event: str, note: str = "") -> None:
         spend_counted_from=hour_floor(now),
     )
     record(actor=actor, req=req, event=event, before_state=S.SUBMITTED, note=note)
-    if req.deployment_model == DeploymentModel.POD:
+    if req.deployment_model == DeploymentModel.POD or _labgov_can_create(req):
         provisioning_start(actor=actor, req=req)
+
+
+def _labgov_can_create(req: ProvisioningRequest) -> bool:
+    """An endpoint or cluster is created by labgov when the lab's Runpod account has a write
+    key; without one it stays approved, to be made on Runpod by hand and marked provisioned."""
+    account = runpod_account_for_lab(req.lab)
+    return account is not None and bool(account.write_key_encrypted)
 
 
 @transaction.atomic

@@ -233,7 +233,7 @@ def request_detail(request, pk: int):
         context.update(estimate=estimate_, findings=found, policy=policy)
     if can_review and req.state == S.SUBMITTED:
         context.update(_balance_runway(req.lab))
-    if can_review and req.state == S.APPROVED and req.deployment_model != "pod":
+    if can_review and req.state in (S.APPROVED, S.FAILED) and req.deployment_model != "pod":
         context["mark_form"] = MarkProvisionedForm(accounts=runpod_accounts_for_lab(req.lab))
     return render(request, "provisioning/detail.html", context)
 
@@ -289,7 +289,11 @@ def request_retry_view(request, pk: int):
     except DomainError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Retrying: labgov looks for the pod first, then creates it.")
+        messages.success(
+            request,
+            "Retrying: labgov looks for what the last attempt may have made first, then "
+            "creates it.",
+        )
     return redirect("provisioning:detail", pk=req.pk)
 
 
