@@ -573,7 +573,7 @@ def focus_import(
             records=records,
             currency=parsed.currency,
             usd_per_unit=None if parsed.currency == "USD" else rate,
-            billed_total=parsed.billed_total,
+            billed_total=_round(parsed.billed_total),
             total_usd=total_usd,
             charge_categories={k: str(v) for k, v in sorted(parsed.categories.items())},
             late=late and closed is not None and parsed.period_start < closed,
@@ -739,15 +739,18 @@ class _PyStage:
             ],
         )
         days: dict[dt.date, Decimal] = {}
-        for row in rows:
-            day = row.bucket_start.astimezone(UTC).date()
-            days[day] = days.get(day, ZERO) + row.total_usd
-        _account_totals(account, parsed, days, now)
+        for (_, start), (_, total, _, _) in self.buckets.items():
+            day = start.astimezone(UTC).date()
+            days[day] = days.get(day, ZERO) + total
+        _account_totals(account, parsed, {d: _round(t * rate) for d, t in days.items()}, now)
         return len(rows)
 
 
 def _account_totals(account, parsed, days: dict[dt.date, Decimal], now) -> None:
-    """The file's own totals per UTC day: what the reconciliation compares the records with."""
+    """The file's own totals per UTC day: what the reconciliation compares the records with.
+    Each is the day's exact BilledCost (times the rate) rounded once to labgov's 10 places; the
+    records are rounded per bucket, so the two may differ past the 10th place, never by a cent
+    until a file holds billions of buckets."""
     AccountBillingRecord.objects.filter(
         account=account, bucket_start__gte=parsed.period_start, bucket_start__lt=parsed.period_end
     ).delete()
@@ -852,7 +855,6 @@ class _PgStage:
             """,
             params,
         )
-        cursor.execute("DROP TABLE focus_buckets")
         cursor.execute(
             """
             DELETE FROM runpod_billingrecord b USING runpod_resource r
@@ -899,12 +901,14 @@ class _PgStage:
         (count,) = cursor.fetchone()
         cursor.execute(
             """
-            SELECT (bucket_start AT TIME ZONE 'UTC')::date AS day, sum(total_usd)
-            FROM focus_records GROUP BY 1
-            """
+            SELECT (bucket_start AT TIME ZONE 'UTC')::date AS day,
+                   round(sum(total) * %(rate)s, 10)
+            FROM focus_buckets GROUP BY 1
+            """,
+            params,
         )
         days = dict(cursor.fetchall())
-        cursor.execute("DROP TABLE focus_records, focus_stage")
+        cursor.execute("DROP TABLE focus_records, focus_buckets, focus_stage")
         cursor.close()
         dataversion.wrote()
         _account_totals(account, parsed, days, timezone.now())
