@@ -455,6 +455,7 @@ def _read(stream, sink) -> _Parsed:
         raise FocusRefused(f"Row {n + 1} is not UTF-8 text. Nothing was imported.") from None
     if parsed.period_start is None:
         raise FocusRefused("The file has a header but no rows. Nothing was imported.")
+    text.detach()  # the caller's stream stays open
     parsed.rows = n - 1
     parsed.billed_total = billed_total
     parsed.categories = categories

@@ -250,3 +250,24 @@ def test_a_runpod_connection_takes_no_file_and_a_source_is_never_synced(world, s
         _import(runpod, "aws_2026_10.csv", actor=world.inst_admin)
     run = account_sync(account_id=source.pk)
     assert run.status == "skipped" and "imported from files" in run.error
+
+
+def test_the_command_imports_a_file_and_says_so(world, source):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command(
+        "import_focus", str(FILES / "aws_2026_10.csv"), "--source", source.name, stdout=out
+    )
+    assert "2026-10: 6 rows" in out.getvalue()
+    call_command(
+        "import_focus", str(FILES / "aws_2026_10.csv"), "--source", source.name, stdout=out
+    )
+    assert "unchanged" in out.getvalue()
+    with pytest.raises(CommandError, match="Row 3, column BilledCost"):
+        call_command("import_focus", str(FILES / "bad_decimal.csv"), "--source", source.name)
+    with pytest.raises(CommandError, match="No FOCUS billing source named 'Nope'"):
+        call_command("import_focus", str(FILES / "aws_2026_10.csv"), "--source", "Nope")
+    assert FocusFile.objects.filter(account=source).count() == 1
