@@ -97,6 +97,7 @@ SERVICE_PART = {"Compute": "c", "AI and Machine Learning": "c", "Storage": "s"}
 NAME_MAX = 300
 ID_MAX = 400
 FLUSH_BYTES = 4 << 20
+AMOUNT_LIMIT = Decimal(10) ** 12
 
 
 class FocusRefused(DomainError):
@@ -254,7 +255,7 @@ def _decimal(value: str, row: int, column: str) -> Decimal:
         raise _refuse(row, column, f"{_shown(value)} is not a decimal number") from None
     if not number.is_finite():
         raise _refuse(row, column, f"{_shown(value)} is not a finite number")
-    if abs(number) >= Decimal(10) ** 12:
+    if not -AMOUNT_LIMIT < number < AMOUNT_LIMIT:
         raise _refuse(row, column, f"{_shown(value)} is too large")
     return number
 
@@ -327,6 +328,7 @@ def _read(stream, sink) -> _Parsed:
     resources = parsed.resources
     first_bps = first_bpe = None
     billed_total = ZERO
+    times: dict[str, dt.datetime] = {}
     n = 1
     try:
         for n, row in enumerate(reader, start=2):
@@ -377,10 +379,15 @@ def _read(stream, sink) -> _Parsed:
                         raise _refuse(n, "BillingPeriodEnd", "a billing period is at most a month")
                     first_bps, first_bpe = bps, bpe
             cps_text, cpe_text = row[i_cps], row[i_cpe]
-            cps, cpe = (
-                _time(cps_text, n, "ChargePeriodStart"),
-                _time(cpe_text, n, "ChargePeriodEnd"),
-            )
+            # A month has few distinct charge periods: each is read once.
+            cps = times.get(cps_text)
+            if cps is None:
+                cps = times[cps_text] = _time(cps_text, n, "ChargePeriodStart")
+            cpe = times.get(cpe_text)
+            if cpe is None:
+                cpe = times[cpe_text] = _time(cpe_text, n, "ChargePeriodEnd")
+            if len(times) > 200_000:
+                times.clear()
             if cpe <= cps:
                 raise _refuse(
                     n, "ChargePeriodEnd", f"{_shown(cpe_text)} is not after ChargePeriodStart"
@@ -739,15 +746,18 @@ class _PyStage:
                 "synced_at",
             ],
         )
-        days: dict[dt.date, Decimal] = {}
-        for (_, start), (_, total, _, _) in self.buckets.items():
-            day = start.astimezone(UTC).date()
-            days[day] = days.get(day, ZERO) + total
-        _account_totals(account, parsed, {d: _round(t * rate) for d, t in days.items()}, now)
+        days: dict[dt.date, list[Decimal]] = {}
+        for (_, start), (_, total, compute, storage) in self.buckets.items():
+            sums = days.setdefault(start.astimezone(UTC).date(), [ZERO, ZERO, ZERO])
+            sums[0] += total
+            sums[1] += compute
+            sums[2] += storage
+        days = {d: [_round(v * rate) for v in sums] for d, sums in days.items()}
+        _account_totals(account, parsed, days, now)
         return len(rows)
 
 
-def _account_totals(account, parsed, days: dict[dt.date, Decimal], now) -> None:
+def _account_totals(account, parsed, days: dict[dt.date, list[Decimal]], now) -> None:
     """The file's own totals per UTC day: what the reconciliation compares the records with.
     Each is the day's exact BilledCost (times the rate) rounded once to labgov's 10 places; the
     records are rounded per bucket, so the two may differ past the 10th place, never by a cent
@@ -767,10 +777,14 @@ def _account_totals(account, parsed, days: dict[dt.date, Decimal], now) -> None:
                     parsed.period_end,
                 ),
                 total_usd=total,
-                components={"BilledCost": str(total)},
+                components={
+                    "focusComputeCost": str(compute),
+                    "focusStorageCost": str(storage),
+                    "focusOtherCost": str(total - compute - storage),
+                },
                 synced_at=now,
             )
-            for day, total in sorted(days.items())
+            for day, (total, compute, storage) in sorted(days.items())
         ]
     )
 
@@ -903,12 +917,13 @@ class _PgStage:
         cursor.execute(
             """
             SELECT (bucket_start AT TIME ZONE 'UTC')::date AS day,
-                   round(sum(total) * %(rate)s, 10)
+                   round(sum(total) * %(rate)s, 10), round(sum(compute) * %(rate)s, 10),
+                   round(sum(storage) * %(rate)s, 10)
             FROM focus_buckets GROUP BY 1
             """,
             params,
         )
-        days = dict(cursor.fetchall())
+        days = {day: parts for day, *parts in cursor.fetchall()}
         cursor.execute("DROP TABLE focus_records, focus_buckets, focus_stage")
         cursor.close()
         dataversion.wrote()
