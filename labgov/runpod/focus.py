@@ -528,6 +528,10 @@ def focus_import(
     with transaction.atomic():
         account_lock(account.pk)
         account = RunpodAccount.objects.get(pk=account.pk)
+        # The same file as the latest of its month: nothing to do (it was checked then).
+        same = FocusFile.objects.filter(account=account, sha256=sha).first()
+        if same is not None and same == _latest(account, same.period_start):
+            return ImportResult(file=same, unchanged=True)
         stage = _PgStage() if bulk else _PyStage()
         try:
             parsed = _read(stream, stage.add)
@@ -535,10 +539,7 @@ def focus_import(
             stage.abort()
             raise
         stage.flush()
-        latest = FocusFile.objects.filter(account=account, period_start=parsed.period_start).first()
-        if latest is not None and latest.sha256 == sha:
-            stage.close()
-            return ImportResult(file=latest, unchanged=True)
+        latest = _latest(account, parsed.period_start)
         rate = _rate_for(account, parsed.currency)
         from labgov.usage.periods import closed_until
 
@@ -616,6 +617,14 @@ def focus_import(
 
     after_sync_run(run)
     return ImportResult(file=focus_file)
+
+
+def _latest(account, period_start) -> FocusFile | None:
+    return (
+        FocusFile.objects.filter(account=account, period_start=period_start)
+        .order_by("-imported_at", "-id")
+        .first()
+    )
 
 
 def _round(amount: Decimal) -> Decimal:

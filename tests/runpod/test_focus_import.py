@@ -271,3 +271,61 @@ def test_the_command_imports_a_file_and_says_so(world, source):
     with pytest.raises(CommandError, match="No FOCUS billing source named 'Nope'"):
         call_command("import_focus", str(FILES / "aws_2026_10.csv"), "--source", "Nope")
     assert FocusFile.objects.filter(account=source).count() == 1
+
+
+def test_rules_on_resource_id_and_sub_account_and_who_may_back_date_them(world):
+    from labgov.runpod.services import rule_create
+
+    source = source_create(
+        actor=world.inst_admin,
+        institution=world.institution,
+        name="Vision AWS",
+        provider="AWS",
+        lab=world.lab,
+    )
+    _import(source, "aws_2026_10.csv")
+    october = dt.datetime(2026, 10, 1, tzinfo=UTC)
+    # A lab admin makes rules on the lab's own source, but only from now on.
+    with pytest.raises(DomainError, match="only an institution admin may start it earlier"):
+        rule_create(
+            actor=world.lab_admin,
+            account=source,
+            kind=AttributionRule.Kind.RESOURCE_ID,
+            pattern=EC2,
+            allocation=world.allocation,
+            starts_at=october,
+        )
+    assert not BillingRecord.objects.filter(resource__account=source, allocation__isnull=False)
+    rule_create(
+        actor=world.inst_admin,
+        account=source,
+        kind=AttributionRule.Kind.RESOURCE_ID,
+        pattern=EC2,
+        allocation=world.allocation,
+        starts_at=october,
+    )
+    paid = BillingRecord.objects.filter(resource__account=source, allocation=world.allocation)
+    assert {r.resource.runpod_id for r in paid.select_related("resource")} == {EC2}
+    rule_create(
+        actor=world.inst_admin,
+        account=source,
+        kind=AttributionRule.Kind.SUB_ACCOUNT,
+        pattern="777788889999",
+        allocation=world.allocation,
+        starts_at=october,
+    )
+    assert {r.resource.runpod_id for r in paid.select_related("resource")} == {
+        EC2,
+        "Tax (777788889999)",
+    }
+    # The ledger follows: what the two rules pay, to the last digit.
+    usage = LedgerEntry.objects.filter(allocation=world.allocation, kind="usage")
+    assert sum(usage.values_list("amount_usd", flat=True)) == Decimal("25.6813578025")
+    with pytest.raises(DomainError, match="key=value"):
+        rule_create(
+            actor=world.inst_admin,
+            account=source,
+            kind=AttributionRule.Kind.TAG,
+            pattern="costcenter",
+            allocation=world.allocation,
+        )
