@@ -479,6 +479,9 @@ LABGOV_RUNPOD_HOSTS = env_list(
 LABGOV_SYNC_WRITERS = env_int("LABGOV_SYNC_WRITERS", 2, minimum=1)
 # What runs after every sync, in order: `step(*, run)` callables given the finished SyncRun.
 # The sync knows none of its consumers; each one that needs fresh spend adds its step here.
+# FOCUS billing sources (labgov/runpod/focus.py): the largest file the upload page takes; a
+# larger one is imported with `manage.py import_focus`.
+LABGOV_FOCUS_MAX_UPLOAD_MB = env_int("LABGOV_FOCUS_MAX_UPLOAD_MB", 512, minimum=1)
 LABGOV_AFTER_SYNC = [
     "labgov.provisioning.services.commitments.commitments_after_sync",
     "labgov.alerts.tasks.evaluation_after_sync",

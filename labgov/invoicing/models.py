@@ -171,6 +171,10 @@ class LineCategory(models.TextChoices):
     )
     SERVERLESS = UsageCategory.SERVERLESS.value, UsageCategory.SERVERLESS.label
     CLUSTERS = UsageCategory.CLUSTERS.value, UsageCategory.CLUSTERS.label
+    # Other providers' FOCUS records (labgov/runpod/focus.py).
+    CLOUD_COMPUTE = UsageCategory.CLOUD_COMPUTE.value, UsageCategory.CLOUD_COMPUTE.label
+    CLOUD_STORAGE = UsageCategory.CLOUD_STORAGE.value, UsageCategory.CLOUD_STORAGE.label
+    CLOUD_OTHER = UsageCategory.CLOUD_OTHER.value, UsageCategory.CLOUD_OTHER.label
     # What a record holds beyond its known components: Runpod's fees and networking.
     FEES = UsageCategory.OTHER.value, "Fees and other"
     TRANSFER = UsageCategory.TRANSFER.value, UsageCategory.TRANSFER.label

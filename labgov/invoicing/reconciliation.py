@@ -40,6 +40,10 @@ ACCOUNT_COMPONENTS = {
     "endpointAmount": Category.SERVERLESS,
     "clusterGpuAmount": Category.CLUSTERS,
     "clusterDiskAmount": Category.CLUSTERS,
+    # A FOCUS billing source's own daily totals (labgov/runpod/focus.py), by ServiceCategory.
+    "focusComputeCost": Category.CLOUD_COMPUTE,
+    "focusStorageCost": Category.CLOUD_STORAGE,
+    "focusOtherCost": Category.CLOUD_OTHER,
     "clusterNetworkingAmount": Category.CLUSTERS,
 }
 

@@ -7,7 +7,7 @@ from labgov.core.money import ZERO
 from labgov.funding.models import Allocation
 from labgov.provisioning.assessment import default_policy
 from labgov.provisioning.models import ProvisioningPolicy, ProvisioningRequest
-from labgov.runpod.models import BillingRecord, GpuType, RunpodAccount
+from labgov.runpod.models import BillingRecord, BillingSource, GpuType, RunpodAccount
 from labgov.utilization.selectors import usage_summaries
 
 
@@ -88,7 +88,11 @@ def request_for_user(user, pk: int) -> ProvisioningRequest:
 def runpod_account_for_lab(lab) -> RunpodAccount | None:
     """The lab's own connected account if it has one, else an institution-wide one."""
     return (
-        RunpodAccount.objects.filter(institution_id=lab.institution_id, is_active=True)
+        RunpodAccount.objects.filter(
+            institution_id=lab.institution_id,
+            is_active=True,
+            billing_source=BillingSource.RUNPOD_API,
+        )
         .filter(Q(lab=lab) | Q(lab__isnull=True))
         .order_by(F("lab").asc(nulls_last=True), "pk")
         .first()
@@ -97,7 +101,11 @@ def runpod_account_for_lab(lab) -> RunpodAccount | None:
 
 def runpod_accounts_for_lab(lab):
     return (
-        RunpodAccount.objects.filter(institution_id=lab.institution_id, is_active=True)
+        RunpodAccount.objects.filter(
+            institution_id=lab.institution_id,
+            is_active=True,
+            billing_source=BillingSource.RUNPOD_API,
+        )
         .filter(Q(lab=lab) | Q(lab__isnull=True))
         .order_by(F("lab").asc(nulls_last=True), "name")
     )

@@ -75,7 +75,14 @@ def _rule_matches(rule: AttributionRule, resource: Resource) -> bool:
         return bool(rule.pattern) and resource.name.startswith(rule.pattern)
     if rule.kind == AttributionRule.Kind.TEMPLATE:
         return bool(rule.pattern) and resource.template_id == rule.pattern
-    if rule.kind == AttributionRule.Kind.ENV_VAR:
+    if rule.kind == AttributionRule.Kind.RESOURCE_ID:
+        return bool(rule.pattern) and resource.runpod_id == rule.pattern
+    if rule.kind == AttributionRule.Kind.SUB_ACCOUNT:
+        return bool(rule.pattern) and (resource.details or {}).get("sub_account_id") == (
+            rule.pattern
+        )
+    if rule.kind in (AttributionRule.Kind.ENV_VAR, AttributionRule.Kind.TAG):
+        # A FOCUS resource's Tags are its env (labgov/runpod/focus.py).
         name, _, value = rule.pattern.partition("=")
         return bool(name) and str((resource.env or {}).get(name)) == value
     return False

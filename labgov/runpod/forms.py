@@ -102,3 +102,42 @@ class AssignForm(forms.Form):
     def __init__(self, *args, allocations, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["allocation"].queryset = allocations
+
+
+class FocusSourceForm(BoundedForm):
+    bounded_model = RunpodAccount
+
+    name = forms.CharField(max_length=120, help_text="How people here call it: “AWS research”.")
+    provider = forms.CharField(
+        max_length=60,
+        help_text="The cloud whose FOCUS export it is: AWS, Microsoft Azure, Google Cloud, Oracle…",
+    )
+    lab = forms.ModelChoiceField(
+        queryset=None,
+        required=False,
+        empty_label="Institution-wide",
+        help_text="Choose a lab when the cloud account is that lab's own.",
+    )
+    currency = forms.CharField(
+        max_length=3, initial="USD", help_text="The files' BillingCurrency (ISO 4217)."
+    )
+    usd_per_unit = forms.DecimalField(
+        required=False,
+        max_digits=20,
+        decimal_places=10,
+        label="Exchange rate (USD per unit)",
+        help_text="Needed for any currency but USD: files in it are refused without one.",
+    )
+
+    def __init__(self, *args, labs, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["lab"].queryset = labs
+
+
+class FocusFileForm(forms.Form):
+    file = forms.FileField(label="FOCUS file (CSV)", help_text="One billing period (a month).")
+    late = forms.BooleanField(
+        required=False,
+        label="A correction of a closed month",
+        help_text="Its differences become late-usage lines on the first open month's invoices.",
+    )

@@ -7,10 +7,22 @@ from labgov.core.money import PreciseMoneyField
 from labgov.runpod import partitions
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
+RUNPOD = "Runpod"
+
+
+class BillingSource(models.TextChoices):
+    """Where an account's billing comes from: Runpod's API, synced; or another cloud's FOCUS
+    cost-and-usage export, imported (labgov/runpod/focus.py). Both write the same resources,
+    billing records and account totals (labgov/runpod/providers.py)."""
+
+    RUNPOD_API = "runpod_api", "Runpod API"
+    FOCUS = "focus", "FOCUS file"
 
 
 class RunpodAccount(models.Model):
-    """A connected Runpod account: an institution-wide one, or a lab's own team account."""
+    """A connected Runpod account: an institution-wide one, or a lab's own team account; or a
+    FOCUS billing source (another provider's account whose bills arrive as FOCUS files: no
+    API key, never synced, never provisioned on)."""
 
     institution = models.ForeignKey(
         "accounts.Institution", on_delete=models.PROTECT, related_name="runpod_accounts"
@@ -24,6 +36,15 @@ class RunpodAccount(models.Model):
         help_text="Set when the account is a lab's own team account.",
     )
     name = models.CharField(max_length=120)
+    # The provider's name as people know it ("Runpod", "AWS", "Microsoft Azure", ...).
+    provider = models.CharField(max_length=60, default=RUNPOD)
+    billing_source = models.CharField(
+        max_length=20, choices=BillingSource.choices, default=BillingSource.RUNPOD_API
+    )
+    # FOCUS sources: the files' BillingCurrency, and, for any currency but USD, how many USD
+    # one unit is worth (records are kept in USD, converted exactly to 10 places).
+    currency = models.CharField(max_length=3, default="USD")
+    usd_per_unit = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
     base_url = models.URLField(default=DEFAULT_BASE_URL)
     # Two keys, each for one use: the sync key reads (a read-only key is enough), the write
     # key provisions and acts on pods. The write key is optional: without one, nothing is
@@ -74,6 +95,10 @@ class RunpodAccount(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def is_focus(self) -> bool:
+        return self.billing_source == BillingSource.FOCUS
+
 
 class SyncRun(models.Model):
     class Status(models.TextChoices):
@@ -86,6 +111,7 @@ class SyncRun(models.Model):
         SCHEDULE = "schedule", "Schedule"
         MANUAL = "manual", "Manual"
         COMMAND = "command", "Command"
+        IMPORT = "import", "FOCUS file import"
 
     account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="sync_runs")
     trigger = models.CharField(max_length=20, choices=Trigger.choices, default=Trigger.SCHEDULE)
@@ -124,6 +150,9 @@ class ResourceKind(models.TextChoices):
     CLUSTER = "cluster", "Cluster"
     # /v2/billing/endpoints bills without resource ids: one pseudo-resource per account holds it.
     ENDPOINT = "endpoint", "Endpoints (account-wide)"
+    # Anything another provider bills in a FOCUS file (its ResourceId; rows without one go
+    # to one pseudo-resource per service and sub-account).
+    CLOUD = "cloud", "Cloud resource (FOCUS)"
 
 
 class ResourceQuerySet(models.QuerySet):
@@ -140,7 +169,7 @@ class Resource(models.Model):
 
     account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="resources")
     kind = models.CharField(max_length=20, choices=ResourceKind.choices)
-    runpod_id = models.CharField(max_length=100)
+    runpod_id = models.CharField(max_length=400)  # FOCUS ResourceIds (ARNs) run long
     name = models.CharField(max_length=300, blank=True)  # Runpod's (as synced)
     # What it was asked for as, when labgov provisioned it (the request's title): Runpod's
     # name carries the request's marker (labgov-r12-3f9a…-fine-tune-8b), which people need not
@@ -303,6 +332,41 @@ class AccountBillingRecord(models.Model):
         return f"{self.account_id} {self.bucket_start:%Y-%m-%d %H:%M} {self.total_usd}"
 
 
+class FocusFile(models.Model):
+    """One FOCUS file imported into a FOCUS billing source: what it said, for idempotence (the
+    same file again changes nothing), for corrections (a new file of the month replaces the
+    records the earlier one wrote) and for the reconciliation (the file's own totals)."""
+
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(SyncRun, on_delete=models.PROTECT, related_name="+")
+    file_name = models.CharField(max_length=255, blank=True)
+    sha256 = models.CharField(max_length=64)
+    focus_version = models.CharField(max_length=10, blank=True)
+    period_start = models.DateTimeField()  # BillingPeriodStart
+    period_end = models.DateTimeField()
+    rows = models.PositiveIntegerField(default=0)
+    records = models.PositiveIntegerField(default=0)
+    currency = models.CharField(max_length=3)
+    usd_per_unit = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    billed_total = PreciseMoneyField()  # the sum of BilledCost, in the file's currency
+    total_usd = PreciseMoneyField()
+    # BilledCost per ChargeCategory (Usage, Purchase, Tax, Credit, Adjustment), as text.
+    charge_categories = models.JSONField(default=dict, blank=True)
+    # A file of a closed month: its differences became late usage in the first open month.
+    late = models.BooleanField(default=False)
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-imported_at", "-id"]
+        indexes = [models.Index(fields=["account", "period_start", "-imported_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.account} FOCUS {self.period_start:%Y-%m} {self.sha256[:12]}"
+
+
 class GpuType(models.Model):
     """Runpod's GPU catalog, refreshed by the sync; prices in USD per GPU-hour."""
 
@@ -335,9 +399,21 @@ class AttributionRule(models.Model):
         ENV_VAR = "env_var", "Environment variable equals"
         TEMPLATE = "template", "Template is"
         ACCOUNT = "account", "Everything in the Runpod account"
+        # FOCUS sources (a Resource's FOCUS tags are its env; SubAccountId is in details).
+        RESOURCE_ID = "resource_id", "Resource id is"
+        TAG = "tag", "Tag equals"
+        SUB_ACCOUNT = "sub_account", "Sub-account is"
 
     # Checked in this order; within a kind, the longest (most specific) pattern wins.
-    PRECEDENCE = (Kind.ENV_VAR, Kind.TEMPLATE, Kind.NAME_PREFIX, Kind.ACCOUNT)
+    PRECEDENCE = (
+        Kind.RESOURCE_ID,
+        Kind.ENV_VAR,
+        Kind.TAG,
+        Kind.TEMPLATE,
+        Kind.NAME_PREFIX,
+        Kind.SUB_ACCOUNT,
+        Kind.ACCOUNT,
+    )
 
     lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
     account = models.ForeignKey(
@@ -347,7 +423,8 @@ class AttributionRule(models.Model):
         help_text="The Runpod account the rule applies to.",
     )
     kind = models.CharField(max_length=20, choices=Kind.choices)
-    # NAME_PREFIX: the prefix; ENV_VAR: "NAME=value"; TEMPLATE: the template id; ACCOUNT: "".
+    # NAME_PREFIX: the prefix; ENV_VAR and TAG: "NAME=value"; TEMPLATE: the template id;
+    # RESOURCE_ID: the id; SUB_ACCOUNT: the SubAccountId; ACCOUNT: "".
     pattern = models.CharField(max_length=300, blank=True)
     allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
     is_active = models.BooleanField(default=True)

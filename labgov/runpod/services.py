@@ -361,6 +361,11 @@ def sync_request(*, actor, account: RunpodAccount) -> None:
     """Queue a sync now (after the current transaction commits)."""
     if not account.is_active:
         raise DomainError(f"{account.name} is deactivated: turn it on again to sync it.")
+    if account.is_focus:
+        raise DomainError(
+            f"{account.name} is a FOCUS billing source: its bills are imported from files, "
+            "not synced."
+        )
 
     args = (account.pk, SyncRun.Trigger.MANUAL, actor.pk if actor else None)
     if settings.LABGOV_SYNC_NOW_BESIDE:
@@ -443,6 +448,8 @@ def rule_create(
         raise DomainError("The rule needs a pattern.", field="pattern")
     if kind == AttributionRule.Kind.ENV_VAR and "=" not in pattern:
         raise DomainError("Write the variable as NAME=value.", field="pattern")
+    if kind == AttributionRule.Kind.TAG and "=" not in pattern:
+        raise DomainError("Write the tag as key=value (e.g. costcenter=CC-1042).", field="pattern")
     lab = allocation.funding_source.lab
     if lab.institution_id != account.institution_id:
         raise DomainError("The allocation belongs to another institution.", field="allocation")

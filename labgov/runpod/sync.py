@@ -243,6 +243,8 @@ def account_sync(
     )
     if not account.is_active:
         return _skipped(run, "This connection is deactivated; it is not synced.")
+    if account.is_focus:
+        return _skipped(run, "A FOCUS billing source is imported from files, not synced.")
     token = lock_claim(account.pk, now)
     if token is None:
         return _skipped(run, "Another sync of this account was running.")

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from labgov.runpod.models import RunpodAccount, SyncRun
+from labgov.runpod.models import BillingSource, RunpodAccount, SyncRun
 
 
 @shared_task(acks_late=True)
@@ -18,7 +18,11 @@ def sync_account(
 
 @shared_task
 def sync_all_accounts() -> int:
-    ids = list(RunpodAccount.objects.filter(is_active=True).values_list("pk", flat=True))
+    ids = list(
+        RunpodAccount.objects.filter(
+            is_active=True, billing_source=BillingSource.RUNPOD_API
+        ).values_list("pk", flat=True)
+    )
     for account_id in ids:
         sync_account.delay(account_id)
     return len(ids)

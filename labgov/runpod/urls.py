@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labgov.runpod import views
+from labgov.runpod import focus_views, views
 
 app_name = "runpod"
 urlpatterns = [
@@ -18,6 +18,9 @@ urlpatterns = [
         name="account_cluster_limit",
     ),
     path("accounts/<int:pk>/remove/", views.account_remove_view, name="account_remove"),
+    path("focus/", focus_views.focus_sources, name="focus_sources"),
+    path("focus/new/", focus_views.focus_source_new, name="focus_source_new"),
+    path("focus/<int:pk>/", focus_views.focus_source, name="focus_source"),
     path("resources/", views.resource_list, name="resources"),
     path("resources/<int:pk>/assign/", views.resource_assign_view, name="resource_assign"),
     path("unattributed/", views.unattributed_queue, name="unattributed"),

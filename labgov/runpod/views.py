@@ -231,6 +231,8 @@ def _requested_at(value: str) -> dt.datetime | None:
 @require_http_methods(["GET"])
 def account_detail(request, pk: int):
     account = account_for_user(request.user, pk)
+    if account.is_focus:
+        return redirect("runpod:focus_source", pk=account.pk)
     context = _status_context(account)
     context["can_manage"] = access.can_manage_runpod_account(request.user, account.institution_id)
     requested = _requested_at(request.GET.get("requested", ""))

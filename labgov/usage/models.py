@@ -18,6 +18,10 @@ class Category(models.TextChoices):
     NETWORK_HIGH_PERFORMANCE = "network_high_performance", "Network storage (high-performance)"
     SERVERLESS = "serverless", "Serverless"
     CLUSTERS = "clusters", "Clusters"
+    # Other providers' FOCUS records, by ServiceCategory (labgov/runpod/focus.py).
+    CLOUD_COMPUTE = "cloud_compute", "Cloud compute (FOCUS)"
+    CLOUD_STORAGE = "cloud_storage", "Cloud storage (FOCUS)"
+    CLOUD_OTHER = "cloud_other", "Other cloud services (FOCUS)"
     # Whatever a record's total holds beyond its known components (normally nothing).
     OTHER = "other", "Other"
     # Spend moved between allocations by a cost transfer (labgov/transfers): a negative row on

@@ -35,6 +35,11 @@ def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
         ]
     elif kind == ResourceKind.NETWORK_VOLUME:
         parts = [(Category.NETWORK_STANDARD, standard), (Category.NETWORK_HIGH_PERFORMANCE, high)]
+    elif kind == ResourceKind.CLOUD:
+        # A FOCUS record keeps compute in cpu_usd and storage in storage_standard_usd
+        # (labgov/runpod/focus.py); the rest of its total is the provider's other services.
+        parts = [(Category.CLOUD_COMPUTE, cpu), (Category.CLOUD_STORAGE, standard)]
+        parts.append((Category.CLOUD_OTHER, total - cpu - standard))
     elif kind in (ResourceKind.SERVERLESS, ResourceKind.ENDPOINT):
         parts = [(Category.SERVERLESS, total)]
     else:

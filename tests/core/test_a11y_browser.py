@@ -88,6 +88,7 @@ class Demo:
     export_job: object
     retention_case: object
     stop_notice: object
+    focus_source: object
     keyboard_pod: object  # a second running pod of the member's, for the keyboard journey
     sessions: dict  # username: session key, committed for the browser
 
@@ -101,6 +102,7 @@ PAGE_ARGS = {
     "funding:allocation_edit": lambda d: [d.allocation.pk],
     "runpod:account_detail": lambda d: [d.account.pk],
     "runpod:account_edit": lambda d: [d.account.pk],
+    "runpod:focus_source": lambda d: [d.focus_source.pk],
     "dashboard:lab": lambda d: [d.lab.pk],
     "dashboard:funding": lambda d: [d.funding_source.pk],
     "provisioning:policy_lab": lambda d: [d.lab.pk],
@@ -277,9 +279,27 @@ def _seed(sim) -> Demo:
         retention_case=RetentionCase.objects.filter(lab=lab).first()
         or RetentionCase.objects.first(),
         stop_notice=notice,
+        focus_source=_focus_source(lab.institution),
         keyboard_pod=keyboard_pod,
         sessions=sessions,
     )
+
+
+def _focus_source(institution):
+    """An AWS FOCUS billing source with October 2026's hand-written file imported."""
+    from pathlib import Path
+
+    from labgov.accounts.models import Membership, Role
+    from labgov.runpod.focus import focus_import, source_create
+
+    admin = (
+        Membership.objects.filter(institution=institution, role=Role.INSTITUTION_ADMIN).first().user
+    )
+    source = source_create(actor=admin, institution=institution, name="AWS", provider="AWS")
+    path = Path(__file__).parents[1] / "runpod" / "focus_files" / "aws_2026_10.csv"
+    with open(path, "rb") as stream:
+        focus_import(actor=admin, account=source, stream=stream, file_name=path.name, late=True)
+    return source
 
 
 def _submitted_request(user, allocation):

@@ -60,7 +60,9 @@ def _balance_runways(lab_ids) -> list:
     approve new spend: their labs' own accounts and their institutions' shared ones."""
     institutions = Lab.objects.filter(pk__in=lab_ids).values("institution_id")
     accounts = list(
-        RunpodAccount.objects.filter(institution_id__in=institutions, is_active=True)
+        RunpodAccount.objects.filter(
+            institution_id__in=institutions, is_active=True, billing_source="runpod_api"
+        )
         .filter(Q(lab_id__in=lab_ids) | Q(lab__isnull=True))
         .defer("api_key_encrypted")
         .order_by("name")

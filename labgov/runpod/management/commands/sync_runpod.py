@@ -2,7 +2,7 @@ import datetime as dt
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labgov.runpod.models import RunpodAccount, SyncRun
+from labgov.runpod.models import BillingSource, RunpodAccount, SyncRun
 from labgov.runpod.sync import account_sync
 
 
@@ -27,7 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--end", type=_moment, help="billing window end, exclusive (ISO, UTC)")
 
     def handle(self, *args, account=None, start=None, end=None, **options):
-        accounts = RunpodAccount.objects.filter(is_active=True)
+        accounts = RunpodAccount.objects.filter(
+            is_active=True, billing_source=BillingSource.RUNPOD_API
+        )
         if account:
             accounts = RunpodAccount.objects.filter(name=account)
             if not accounts.exists():

@@ -1,0 +1,331 @@
+"""FOCUS billing sources: a month's FOCUS file becomes the source's resources, records and
+totals, through the same seam as Runpod's sync, and bad files are refused naming the row and
+column, writing nothing. Files are hand-written under tests/runpod/focus_files/."""
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import time_machine
+from django.core.exceptions import PermissionDenied
+
+from labgov.audit.models import AuditEvent
+from labgov.core.errors import DomainError
+from labgov.core.periods import UTC
+from labgov.funding.models import LedgerEntry
+from labgov.runpod.focus import FocusRefused, focus_import, source_create
+from labgov.runpod.models import (
+    AccountBillingRecord,
+    AttributionRule,
+    BillingRecord,
+    FocusFile,
+    Resource,
+    SyncRun,
+)
+from labgov.usage.models import Category, DailySpend
+
+FILES = Path(__file__).parent / "focus_files"
+NOW = dt.datetime(2026, 11, 10, 12, tzinfo=UTC)
+EC2 = "arn:aws:ec2:us-east-1:111122223333:instance/i-0abc"
+S3 = "arn:aws:s3:::vision-datasets"
+
+
+@pytest.fixture(autouse=True)
+def _clock():
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+@pytest.fixture
+def source(world):
+    return source_create(
+        actor=world.inst_admin, institution=world.institution, name="AWS research", provider="AWS"
+    )
+
+
+def _import(source, name, actor=None, **kwargs):
+    with open(FILES / name, "rb") as stream:
+        return focus_import(
+            actor=actor or _admin(source), account=source, stream=stream, file_name=name, **kwargs
+        )
+
+
+def _admin(source):
+    from labgov.accounts.models import Membership, Role
+
+    return (
+        Membership.objects.filter(institution=source.institution, role=Role.INSTITUTION_ADMIN)
+        .first()
+        .user
+    )
+
+
+def _state(source):
+    """Everything an import writes, to show that a refused one wrote nothing."""
+    return (
+        sorted(
+            BillingRecord.objects.filter(resource__account=source).values_list(
+                "resource__runpod_id", "bucket_start", "total_usd", "allocation_id"
+            )
+        ),
+        Resource.objects.filter(account=source).count(),
+        AccountBillingRecord.objects.filter(account=source).count(),
+        FocusFile.objects.filter(account=source).count(),
+        SyncRun.objects.filter(account=source).count(),
+        LedgerEntry.objects.count(),
+    )
+
+
+def test_an_institution_admin_adds_a_source_and_no_one_else_may(world):
+    for person in (world.lab_admin, world.finance, world.member, world.outsider):
+        with pytest.raises(PermissionDenied):
+            source_create(actor=person, institution=world.institution, name="AWS", provider="AWS")
+    source = source_create(
+        actor=world.inst_admin, institution=world.institution, name="AWS", provider="AWS"
+    )
+    assert source.is_focus and source.api_key_encrypted == "" and source.currency == "USD"
+    assert AuditEvent.objects.filter(action="focus_source.create", target_id=str(source.pk))
+    with pytest.raises(DomainError, match="USD per unit"):
+        source_create(
+            actor=world.inst_admin,
+            institution=world.institution,
+            name="Azure EU",
+            provider="Microsoft Azure",
+            currency="EUR",
+            usd_per_unit="-1",
+        )
+
+
+def test_a_month_becomes_records_resources_and_the_files_own_totals(world, source):
+    result = _import(source, "aws_2026_10.csv")
+    assert not result.unchanged and result.file.rows == 6 and result.file.focus_version == "1.0"
+    records = {
+        (r.resource.runpod_id, r.bucket_start): r
+        for r in BillingRecord.objects.filter(resource__account=source).select_related("resource")
+    }
+    october_1 = dt.datetime(2026, 10, 1, tzinfo=UTC)
+    # The two rows of the same resource and hour are summed exactly, to the last digit.
+    ec2 = records[(EC2, october_1)]
+    assert ec2.total_usd == Decimal("12.3456789013") and ec2.cpu_usd == ec2.total_usd
+    assert ec2.bucket_end == october_1 + dt.timedelta(hours=1) and ec2.kind == "cloud"
+    s3_credit = records[(S3, october_1 + dt.timedelta(days=1))]
+    assert s3_credit.total_usd == Decimal("-1.50") == s3_credit.storage_standard_usd
+    # A row without a resource (the tax) is the service's and sub-account's pseudo-resource.
+    tax = records[("Tax (777788889999)", october_1)]
+    assert tax.total_usd == Decimal("0.99") and tax.bucket_end == dt.datetime(
+        2026, 11, 1, tzinfo=UTC
+    )
+    ec2_resource = Resource.objects.get(account=source, runpod_id=EC2)
+    assert ec2_resource.name == "train-vision-1"
+    assert ec2_resource.env == {"costcenter": "CC-1042", "team": "vision"}
+    assert ec2_resource.details["sub_account_id"] == "444455556666"
+    total = sum(r.total_usd for r in records.values())
+    assert result.file.billed_total == total == Decimal("27.3813578025")
+    assert result.file.charge_categories == {
+        "Credit": "-1.50",
+        "Tax": "0.99",
+        "Usage": "27.8913578025",
+    }
+    days = AccountBillingRecord.objects.filter(account=source)
+    assert sum(d.total_usd for d in days) == total
+    # Nobody pays for it yet: the unattributed queue holds all of it.
+    assert (
+        sum(Resource.objects.filter(account=source).values_list("unattributed_usd", flat=True))
+        == total
+    )
+    run = SyncRun.objects.get(account=source)
+    assert run.trigger == "import" and run.status == "succeeded"
+    assert (run.window_start, run.window_end) == (october_1, dt.datetime(2026, 11, 1, tzinfo=UTC))
+    assert AuditEvent.objects.filter(action="focus_file.import", target_id=str(result.file.pk))
+
+
+def test_the_same_file_twice_changes_nothing_and_a_corrected_one_replaces_the_first(world, source):
+    first = _import(source, "aws_2026_10.csv")
+    before = _state(source)
+    again = _import(source, "aws_2026_10.csv")
+    assert again.unchanged and again.file == first.file and _state(source) == before
+    corrected = _import(source, "aws_2026_10_corrected.csv")
+    assert not corrected.unchanged
+    s3 = BillingRecord.objects.filter(resource__account=source, resource__runpod_id=S3)
+    # The credit the first file held is gone: the correction said nothing of it.
+    assert list(s3.values_list("total_usd", flat=True)) == [Decimal("3.20")]
+    ec2_second = BillingRecord.objects.get(
+        resource__runpod_id=EC2, bucket_start=dt.datetime(2026, 10, 2, tzinfo=UTC)
+    )
+    assert ec2_second.total_usd == Decimal("10.00")
+    assert (
+        sum(AccountBillingRecord.objects.filter(account=source).values_list("total_usd", flat=True))
+        == corrected.file.billed_total
+        == Decimal("26.5356789013")
+    )
+
+
+def test_the_ledger_and_rollups_follow_a_rule_on_a_tag(world, source):
+    AttributionRule.objects.create(
+        lab=world.lab,
+        account=source,
+        kind=AttributionRule.Kind.TAG,
+        pattern="costcenter=CC-1042",
+        allocation=world.allocation,
+        starts_at=dt.datetime(2026, 9, 1, tzinfo=UTC),
+    )
+    _import(source, "aws_2026_10.csv")
+    attributed = BillingRecord.objects.filter(resource__account=source, allocation=world.allocation)
+    assert {r.resource.runpod_id for r in attributed.select_related("resource")} == {EC2, S3}
+    usage = sum(
+        LedgerEntry.objects.filter(allocation=world.allocation, kind="usage").values_list(
+            "amount_usd", flat=True
+        )
+    )
+    assert usage == sum(r.total_usd for r in attributed) == Decimal("26.3913578025")
+    rollups = DailySpend.objects.filter(account=source, allocation=world.allocation)
+    by_category = {}
+    for row in rollups:
+        by_category[row.category] = by_category.get(row.category, 0) + row.amount_usd
+    assert by_category == {
+        Category.CLOUD_COMPUTE: Decimal("24.6913578025"),
+        Category.CLOUD_STORAGE: Decimal("1.70"),
+    }
+    # The correction takes the credit back out of the ledger too.
+    _import(source, "aws_2026_10_corrected.csv")
+    usage = sum(
+        LedgerEntry.objects.filter(allocation=world.allocation, kind="usage").values_list(
+            "amount_usd", flat=True
+        )
+    )
+    assert usage == Decimal("25.5456789013")
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("missing_currency_column.csv", "lacks the FOCUS column BillingCurrency (row 1"),
+        ("bad_decimal.csv", "Row 3, column BilledCost: '0,00001' is not a decimal number"),
+        ("negative_quantity.csv", "Row 4, column ConsumedQuantity: '-2' is negative"),
+        ("currency_change.csv", "Row 5, column BillingCurrency: 'EUR' after USD"),
+        ("naive_time.csv", "Row 6, column ChargePeriodStart: '2026-10-02 00:00' has no time zone"),
+        ("eur_2026_10.csv", "The file bills in EUR, and labgov keeps spend in USD"),
+    ],
+)
+def test_a_bad_file_is_refused_naming_row_and_column_and_writes_nothing(world, source, name, words):
+    _import(source, "aws_2026_10.csv")
+    before = _state(source)
+    with pytest.raises(FocusRefused, match=words.replace("(", r"\(")) as refused:
+        _import(source, name)
+    assert "Nothing was imported" in refused.value.message
+    assert _state(source) == before
+
+
+def test_a_non_usd_file_is_converted_at_the_sources_exchange_rate(world):
+    source = source_create(
+        actor=world.inst_admin,
+        institution=world.institution,
+        name="Azure EU",
+        provider="Microsoft Azure",
+        currency="EUR",
+        usd_per_unit="1.0800000000",
+    )
+    result = _import(source, "eur_2026_10.csv")
+    assert result.file.currency == "EUR" and result.file.usd_per_unit == Decimal("1.08")
+    tax = BillingRecord.objects.get(
+        resource__account=source, resource__runpod_id="Tax (777788889999)"
+    )
+    assert tax.total_usd == Decimal("1.0692")
+
+
+def test_only_an_institution_admin_imports(world, source):
+    for person in (world.lab_admin, world.finance, world.member, world.outsider):
+        with pytest.raises(PermissionDenied):
+            _import(source, "aws_2026_10.csv", actor=person)
+    assert FocusFile.objects.count() == 0
+
+
+def test_a_runpod_connection_takes_no_file_and_a_source_is_never_synced(world, source):
+    from labgov.runpod.sync import account_sync
+    from tests.factories import RunpodAccountFactory
+
+    runpod = RunpodAccountFactory(institution=world.institution)
+    with pytest.raises(DomainError, match="synced, not imported"):
+        _import(runpod, "aws_2026_10.csv", actor=world.inst_admin)
+    run = account_sync(account_id=source.pk)
+    assert run.status == "skipped" and "imported from files" in run.error
+
+
+def test_the_command_imports_a_file_and_says_so(world, source):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command(
+        "import_focus", str(FILES / "aws_2026_10.csv"), "--source", source.name, stdout=out
+    )
+    assert "2026-10: 6 rows" in out.getvalue()
+    call_command(
+        "import_focus", str(FILES / "aws_2026_10.csv"), "--source", source.name, stdout=out
+    )
+    assert "unchanged" in out.getvalue()
+    with pytest.raises(CommandError, match="Row 3, column BilledCost"):
+        call_command("import_focus", str(FILES / "bad_decimal.csv"), "--source", source.name)
+    with pytest.raises(CommandError, match="No FOCUS billing source named 'Nope'"):
+        call_command("import_focus", str(FILES / "aws_2026_10.csv"), "--source", "Nope")
+    assert FocusFile.objects.filter(account=source).count() == 1
+
+
+def test_rules_on_resource_id_and_sub_account_and_who_may_back_date_them(world):
+    from labgov.runpod.services import rule_create
+
+    source = source_create(
+        actor=world.inst_admin,
+        institution=world.institution,
+        name="Vision AWS",
+        provider="AWS",
+        lab=world.lab,
+    )
+    _import(source, "aws_2026_10.csv")
+    october = dt.datetime(2026, 10, 1, tzinfo=UTC)
+    # A lab admin makes rules on the lab's own source, but only from now on.
+    with pytest.raises(DomainError, match="only an institution admin may start it earlier"):
+        rule_create(
+            actor=world.lab_admin,
+            account=source,
+            kind=AttributionRule.Kind.RESOURCE_ID,
+            pattern=EC2,
+            allocation=world.allocation,
+            starts_at=october,
+        )
+    assert not BillingRecord.objects.filter(resource__account=source, allocation__isnull=False)
+    rule_create(
+        actor=world.inst_admin,
+        account=source,
+        kind=AttributionRule.Kind.RESOURCE_ID,
+        pattern=EC2,
+        allocation=world.allocation,
+        starts_at=october,
+    )
+    paid = BillingRecord.objects.filter(resource__account=source, allocation=world.allocation)
+    assert {r.resource.runpod_id for r in paid.select_related("resource")} == {EC2}
+    rule_create(
+        actor=world.inst_admin,
+        account=source,
+        kind=AttributionRule.Kind.SUB_ACCOUNT,
+        pattern="777788889999",
+        allocation=world.allocation,
+        starts_at=october,
+    )
+    assert {r.resource.runpod_id for r in paid.select_related("resource")} == {
+        EC2,
+        "Tax (777788889999)",
+    }
+    # The ledger follows: what the two rules pay, to the last digit.
+    usage = LedgerEntry.objects.filter(allocation=world.allocation, kind="usage")
+    assert sum(usage.values_list("amount_usd", flat=True)) == Decimal("25.6813578025")
+    with pytest.raises(DomainError, match="key=value"):
+        rule_create(
+            actor=world.inst_admin,
+            account=source,
+            kind=AttributionRule.Kind.TAG,
+            pattern="costcenter",
+            allocation=world.allocation,
+        )
