@@ -45,7 +45,13 @@ from labgov.core.csv_export import copy_sql_csv_stream, csv_stream
 from labgov.core.errors import DomainError
 from labgov.funding.models import Allocation, FundingSource
 from labgov.invoicing.models import Invoice, InvoiceLine
-from labgov.runpod.models import BillingRecord, Resource, ResourceKind, RunpodAccount
+from labgov.runpod.models import (
+    BillingRecord,
+    BillingSource,
+    Resource,
+    ResourceKind,
+    RunpodAccount,
+)
 from labgov.runpod.partitions import detached_within
 from labgov.usage.models import ClosedPeriod
 from labgov.usage.periods import billing_period
@@ -345,12 +351,15 @@ def charge_rows(period: Period) -> Iterator[list]:
     institution = period.institution
     resources = {
         r.pk: r
-        for r in Resource.objects.filter(account__institution=institution).select_related("account")
+        for r in Resource.objects.filter(
+            account__institution=institution, account__billing_source=BillingSource.RUNPOD_API
+        ).select_related("account")
     }
     owners = _owners(institution)
     records = (
         BillingRecord.objects.filter(
             resource__account__institution=institution,
+            resource__account__billing_source=BillingSource.RUNPOD_API,
             bucket_start__gte=period.start,
             bucket_start__lt=period.end,
         )
@@ -560,7 +569,7 @@ def _charges_sql(period: Period) -> tuple[str, list]:
     )
     charge_rows = [
         (kind, name, *_charge_tuple(charge_of(kind, name)), RESOURCE_TYPES[kind])
-        for kind in [str(k) for k in ResourceKind.values]
+        for kind in [str(k) for k in RESOURCE_TYPES]  # Runpod's kinds (a FOCUS source's stay out)
         for name, _ in COMPONENTS
     ]
     charges, charge_params = _literal_table(charge_rows)
@@ -634,7 +643,7 @@ def _charges_sql(period: Period) -> tuple[str, list]:
                        AS resource_id,
                    nullif(r.data_center_id, '') AS region, r.gpu_type_id
             FROM {resource} r JOIN {account} a ON a.id = r.account_id
-            WHERE a.institution_id = %s
+            WHERE a.institution_id = %s AND a.billing_source = 'runpod_api'
         )
         SELECT {", ".join(select)}
         FROM (

@@ -352,3 +352,25 @@ def test_the_download_takes_the_same_queries_however_many_resources(world, clien
         for h in range(3)
     )
     assert queries() == few
+
+
+def test_another_clouds_imported_spend_is_not_written_as_runpod(world, month):
+    """A FOCUS billing source's records sit in the same tables as Runpod's; the dataset is
+    labgov's Runpod spend, so they stay out of it (their own provider already exports them)."""
+    from pathlib import Path
+
+    from labgov.runpod.focus import focus_import, source_create
+
+    before = read(world.institution)
+    source = source_create(
+        actor=world.inst_admin, institution=world.institution, name="AWS", provider="AWS"
+    )
+    path = Path(__file__).parents[1] / "runpod" / "focus_files" / "aws_2026_10.csv"
+    with time_machine.travel(NOW), open(path, "rb") as stream:
+        focus_import(
+            actor=world.inst_admin, account=source, stream=stream, file_name=path.name, late=True
+        )
+    assert BillingRecord.objects.filter(resource__account=source).exists()
+    after = read(world.institution)
+    assert after == before
+    assert {r["ProviderName"] for r in after} == {"Runpod"}
