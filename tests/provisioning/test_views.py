@@ -234,13 +234,21 @@ def _count(client, url, data=None):
 # Every page pays session, user and the role scope (3); then:
 PAGES = {
     # page: (role, url builder, pinned count)
-    # allocations exist?, count, page
-    "list": ("member", lambda w, r, d: reverse("provisioning:list"), 6),
+    # allocations exist?, count, page, the page's actual spend
+    "list": ("member", lambda w, r, d: reverse("provisioning:list"), 7),
     # count, page, the managed labs for the filter, the Runpod accounts whose balance runway
     # it shows (and, when one has a balance, their last 7 days' spend in one more)
     "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 7),
     # request, actual spend, allocation figures, policy, GPU, resources, history
     "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 10),
+    # the same, the lab's Runpod account (none here), and the past accuracy: the requester's
+    # and the lab's latest provisioned requests (none here; with some, one more query reads
+    # their actual spend: tests/provisioning/test_accuracy.py)
+    "detail (reviewer)": (
+        "lab_admin",
+        lambda w, r, d: reverse("provisioning:detail", args=[r.pk]),
+        13,
+    ),
     # allocations exist?, GPU catalog, allocation choices (twice: Django's required select
     # reads its first option again), the requester's past pod requests (their utilization)
     "new": ("member", lambda w, r, d: reverse("provisioning:new"), 8),
