@@ -99,6 +99,20 @@ class Endpoint:
     created_at: dt.datetime | None
     gpu_pool_ids: list[str] = field(default_factory=list)
     excluded_gpu_type_ids: list[str] = field(default_factory=list)
+    idle_timeout_seconds: int | None = None  # workers.idleTimeout; absent for some scalers
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    """An endpoint's workers now, by status (GET /v2/serverless/{id}/workers `summary`):
+    `running` ones process a job, `idle` ones are ready and wait for one (and bill)."""
+
+    running: int
+    idle: int
+    initializing: int
+    throttled: int
+    unhealthy: int
+    total: int
 
 
 @dataclass(frozen=True, slots=True)

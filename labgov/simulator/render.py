@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 import os
 import re
 from decimal import Decimal
@@ -183,7 +184,9 @@ def volume_json(volume: VolumeSpec) -> dict:
     }
 
 
-def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> dict:
+def endpoint_json(
+    endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec], idle_timeout: int = 5
+) -> dict:
     base = f"https://api.runpod.ai/v2/{endpoint.id}"
     body: dict[str, Any] = {
         "id": endpoint.id,
@@ -205,7 +208,11 @@ def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> di
         "env": dict(endpoint.env),
         "ports": [],
         "registry": None,
-        "workers": {"min": endpoint.workers_min, "max": endpoint.workers_max, "idleTimeout": 5},
+        "workers": {
+            "min": endpoint.workers_min,
+            "max": endpoint.workers_max,
+            "idleTimeout": idle_timeout,
+        },
         "scaling": {"type": "QUEUE_DELAY", "queueDelay": 4},
         "dataCenterIds": list(endpoint.data_center_ids),
         "networkVolumes": list(endpoint.network_volume_ids),
@@ -266,3 +273,26 @@ def gpu_type_json(gpu: GpuTypeSpec) -> dict:
         "price": price,
         "maxCount": {"secure": gpu.max_count_secure, "community": gpu.max_count_community},
     }
+
+
+def endpoint_workers_json(endpoint: EndpointSpec, hour_of_day: int) -> dict:
+    """The endpoint's workers now: as many running as its traffic of this UTC hour keeps busy
+    on average (requests × seconds each ÷ 3600, rounded up), and its always-on minimum idle
+    beside them."""
+    busy = endpoint.requests_per_hour[hour_of_day] * endpoint.seconds_per_request / 3600
+    running = min(math.ceil(busy), max(endpoint.workers_max, endpoint.workers_min))
+    idle = max(0, endpoint.workers_min - running)
+    gpus = endpoint.gpu_count if endpoint.gpu_type_id else 0
+    workers = [
+        {"id": f"{endpoint.id}-w{i}", "status": status, "isStale": False, "gpuCount": gpus}
+        for i, status in enumerate(["RUNNING"] * running + ["IDLE"] * idle)
+    ]
+    summary = {
+        "running": running,
+        "idle": idle,
+        "initializing": 0,
+        "throttled": 0,
+        "unhealthy": 0,
+        "total": running + idle,
+    }
+    return {"workers": workers, "summary": summary, "endpointVersion": 1}

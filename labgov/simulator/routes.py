@@ -53,7 +53,8 @@ class Routes:
             ("/v2/network-volumes", {"GET": self.list_volumes, "POST": self.create_volume}),
             ("/v2/network-volumes" + one, {"GET": self.get_volume, "DELETE": self.delete_volume}),
             ("/v2/serverless", {"GET": self.list_endpoints}),
-            ("/v2/serverless" + one, {"GET": self.get_endpoint}),
+            ("/v2/serverless" + one, {"GET": self.get_endpoint, "PATCH": self.update_endpoint}),
+            ("/v2/serverless" + one + "/workers", {"GET": self.endpoint_workers}),
             ("/v2/clusters", {"GET": self.list_clusters}),
             ("/v2/clusters" + one, {"GET": self.get_cluster}),
             ("/v2/clusters" + one + "/pods", {"GET": self.cluster_pods}),
@@ -110,6 +111,12 @@ class Routes:
 
     def get_endpoint(self, match, params, body) -> Response:
         return json_response(200, self.state.get_endpoint(match["id"]))
+
+    def update_endpoint(self, match, params, body) -> Response:
+        return json_response(200, self.state.update_endpoint(match["id"], parse_body(body)))
+
+    def endpoint_workers(self, match, params, body) -> Response:
+        return json_response(200, self.state.endpoint_workers(match["id"]))
 
     def list_clusters(self, match, params, body) -> Response:
         return json_response(200, {"clusters": self.state.list_clusters()})

@@ -20,6 +20,7 @@ from labgov.simulator import billing, meters, records, render, windows
 from labgov.simulator.billing import AnyMeter, Meter, Product
 from labgov.simulator.scenario import (
     ClusterSpec,
+    EndpointSpec,
     PodSpec,
     Scenario,
     UtilizationSpec,
@@ -84,6 +85,7 @@ class SimState:
         self._pods: dict[str, PodSpec] = {p.id: p for p in scenario.pods}
         self._volumes: dict[str, VolumeSpec] = {v.id: v for v in scenario.network_volumes}
         self._endpoints = {e.id: e for e in scenario.endpoints}
+        self._idle_timeouts: dict[str, int] = {}
         self._clusters = {c.id: c for c in scenario.clusters}
         self._cluster_pods = {
             c.id: _cluster_members(
@@ -208,18 +210,49 @@ class SimState:
     def list_endpoints(self) -> list[dict]:
         with self._lock:
             now = self._clock.now()
-            return [
-                render.endpoint_json(e, self.catalog)
-                for e in self._endpoints.values()
-                if e.exists_at(now)
-            ]
+            return [self._endpoint_json(e) for e in self._endpoints.values() if e.exists_at(now)]
 
     def get_endpoint(self, endpoint_id: str) -> dict:
         with self._lock:
-            endpoint = self._endpoints.get(endpoint_id)
-            if endpoint is None or not endpoint.exists_at(self._clock.now()):
-                raise ApiError(404, f"endpoint {endpoint_id} not found")
-            return render.endpoint_json(endpoint, self.catalog)
+            return self._endpoint_json(self._live_endpoint(endpoint_id, self._clock.now()))
+
+    def endpoint_workers(self, endpoint_id: str) -> dict:
+        with self._lock:
+            now = self._clock.now()
+            endpoint = self._live_endpoint(endpoint_id, now)
+            return render.endpoint_workers_json(endpoint, (now // 3600) % 24)
+
+    def update_endpoint(self, endpoint_id: str, body: Any) -> dict:
+        """PATCH /v2/serverless/{id}, of its workers only (min, max, idleTimeout): the
+        simulator changes nothing else. Its billing keeps the scenario's meter: the change
+        shows in the endpoint and its workers, not in the dollars billed after it."""
+        if not isinstance(body, dict) or set(body) != {"workers"}:
+            raise ApiError(400, "the simulator updates only an endpoint's workers")
+        problems = schema.errors("EndpointWorkers", body["workers"], integers_strict=True)
+        if problems:
+            raise ApiError(400, "invalid workers", problems)
+        with self._lock:
+            now = self._clock.now()
+            endpoint = self._live_endpoint(endpoint_id, now)
+            workers = body["workers"]
+            low = workers.get("min", endpoint.workers_min)
+            high = workers.get("max", endpoint.workers_max)
+            if low > high:
+                raise ApiError(400, f"workers.min ({low}) is above workers.max ({high})")
+            endpoint = dataclasses.replace(endpoint, workers_min=low, workers_max=high)
+            self._endpoints[endpoint_id] = endpoint
+            if "idleTimeout" in workers:
+                self._idle_timeouts[endpoint_id] = workers["idleTimeout"]
+            return self._endpoint_json(endpoint)
+
+    def _live_endpoint(self, endpoint_id: str, now: int) -> EndpointSpec:
+        endpoint = self._endpoints.get(endpoint_id)
+        if endpoint is None or not endpoint.exists_at(now):
+            raise ApiError(404, f"endpoint {endpoint_id} not found")
+        return endpoint
+
+    def _endpoint_json(self, endpoint: EndpointSpec) -> dict:
+        return render.endpoint_json(endpoint, self.catalog, self._idle_timeouts.get(endpoint.id, 5))
 
     def list_clusters(self) -> list[dict]:
         with self._lock:

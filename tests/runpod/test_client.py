@@ -337,6 +337,7 @@ def test_serverless_endpoints_gpu_and_cpu(connect):
         created_at=dt.datetime(2026, 6, 1, 12, 0, tzinfo=UTC),
         gpu_pool_ids=["ADA_24", "AMPERE_48"],
         excluded_gpu_type_ids=["NVIDIA L40"],
+        idle_timeout_seconds=5,
     )
     assert (cpu_endpoint.gpu_count, cpu_endpoint.gpu_pool_ids, cpu_endpoint.env) == (0, [], {})
     assert (cpu_endpoint.workers_min, cpu_endpoint.workers_max) == (1, 3)
