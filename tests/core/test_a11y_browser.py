@@ -65,6 +65,7 @@ NOT_PAGES = {
     "exports:period_lines_csv", "exports:period_journal_csv", "exports:period_records_csv",
     "retention:action", "retention:open",
     "idle:notice_keep", "idle:notice_allow_stop", "idle:never_stop",
+    "idle:endpoint_change_decide",
     "api_token_revoke",
     "oidc_authentication_init", "oidc_authentication_callback",  # redirects to the provider
     "accounts:institution_time_zone",
@@ -87,6 +88,7 @@ class Demo:
     export_job: object
     retention_case: object
     stop_notice: object
+    endpoint: object
 
 
 # Which object a page with arguments opens: its URL's arguments from the demo's objects.
@@ -125,6 +127,7 @@ PAGE_ARGS = {
     "idle:lab": lambda d: [d.lab.pk],
     "idle:policy": lambda d: [d.lab.pk],
     "idle:right_sizing": lambda d: [d.lab.pk],
+    "idle:endpoint_workers": lambda d: [d.endpoint.pk],
 }
 
 
@@ -215,6 +218,9 @@ def demo(live_server, sim, at_sim_now):
         retention_case=RetentionCase.objects.filter(lab=lab).first()
         or RetentionCase.objects.first(),
         stop_notice=notice,
+        endpoint=Resource.objects.filter(
+            account__institution=lab.institution, kind="serverless"
+        ).first(),
     )
 
 
