@@ -14,6 +14,16 @@ each followed by the auto-stop step (policy on), timed; the alert evaluation (fi
 every idle pod is new, and again); the storage of the two tables; and the lab's spend page
 and its idle panel (htmx), `--requests` timed requests each after 3 warm-ups, median.
 Prints a table and writes JSON to bench/results/.
+
+    .venv/bin/python bench/idle_bench.py --fleet [--requests 30]
+
+measures serverless endpoints and clusters instead (database `labgov_idlebench_fleet`, no
+simulator): a lab with 2 endpoints and 1 cluster, then with 200 endpoints (half keeping an
+always-on worker that serves nothing) and 50 clusters (two 8-GPU pods each, all idle), the
+alerts evaluated each time; the lab's spend page, alert panel, idle panel and requests list
+(query counts, which must not change, and median ms); and the live estimate of a 64-GPU
+cluster (8 nodes × 8 H100, the request form's htmx fragment), median ms against the 50 ms
+target.
 """
 
 import argparse
@@ -390,13 +400,246 @@ def one(pods: int, requests: int) -> dict:
         scenario.unlink()
 
 
+def _count_and_ms(client, url: str, requests: int, **headers) -> tuple[int, float]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url, **headers)
+    assert response.status_code == 200, (url, response.status_code)
+    return len(ctx.captured_queries), _median_ms(client, url, requests, **headers)
+
+
+def fleet(requests: int) -> dict:
+    """Endpoints and clusters at scale (see the module's docstring)."""
+    db = "labgov_idlebench_fleet"
+    _admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    _admin(f"CREATE DATABASE {db}")
+    _setup_django(db)
+    import time_machine
+    from django.conf import settings
+    from django.contrib.auth.hashers import make_password
+    from django.core.management import call_command
+    from django.test import Client
+
+    from labgov.accounts.models import Institution, Lab, Membership, Role, User
+    from labgov.alerts.evaluation import alerts_evaluate
+    from labgov.core.crypto import encrypt
+    from labgov.funding.models import Allocation, FundingSource
+    from labgov.runpod.models import GpuType, Resource, RunpodAccount
+    from labgov.utilization.models import Sample, WorkerReading
+
+    call_command("migrate", verbosity=0, interactive=False)
+    travel = time_machine.travel(END, tick=True)
+    travel.start()
+    today = END.date()
+    nobody = make_password(None)
+    institution = Institution.objects.create(name="Bench University", slug="bench")
+    lab = Lab.objects.create(institution=institution, name="Lab", slug="lab")
+    admin = User.objects.create(username="labadmin", password=nobody)
+    member = User.objects.create(username="member", password=nobody)
+    for user, role in ((admin, Role.LAB_ADMIN), (member, Role.MEMBER)):
+        Membership.objects.create(
+            user=user,
+            institution=institution,
+            lab=lab,
+            role=role,
+            start_date=today - dt.timedelta(days=30),
+        )
+    source = FundingSource.objects.create(
+        institution=institution,
+        lab=lab,
+        name="Grant",
+        award_number="AWD-1",
+        start_date=today - dt.timedelta(days=30),
+        end_date=today + dt.timedelta(days=300),
+        amount_usd=10_000_000,
+    )
+    allocation = Allocation.objects.create(
+        funding_source=source,
+        user=member,
+        cap_usd=1_000_000,
+        start_date=today - dt.timedelta(days=30),
+        end_date=today + dt.timedelta(days=300),
+    )
+    account = RunpodAccount.objects.create(
+        institution=institution,
+        name="Main",
+        api_key_encrypted=encrypt("sim-key"),
+        api_key_last4="-key",
+    )
+    GpuType.objects.create(
+        gpu_id=H100,
+        name="H100",
+        memory_gb=80,
+        secure_price_per_hr_usd=4.39,
+        community_price_per_hr_usd=2.69,
+        secure_available=True,
+        max_count_secure=8,
+    )
+    now = END
+
+    def build(endpoints: int, clusters: int, tag: str) -> None:
+        made = Resource.objects.bulk_create(
+            [
+                Resource(
+                    account=account,
+                    kind="serverless",
+                    runpod_id=f"ep-{tag}-{i}",
+                    name=f"endpoint {i}",
+                    status="ACTIVE",
+                    gpu_count=1,
+                    current_allocation=allocation,
+                    details={"workers_min": i % 2, "workers_max": 3, "idle_timeout_seconds": 5},
+                )
+                for i in range(endpoints)
+            ]
+            + [
+                Resource(
+                    account=account,
+                    kind="cluster",
+                    runpod_id=f"cl-{tag}-{i}",
+                    name=f"cluster {i}",
+                    status="RUNNING",
+                    gpu_type_id=H100,
+                    gpu_count=16,
+                    current_allocation=allocation,
+                )
+                for i in range(clusters)
+            ]
+        )
+        pods = Resource.objects.bulk_create(
+            Resource(
+                account=account,
+                kind="pod",
+                runpod_id=f"cl-{tag}-{i}-{n}",
+                name=f"cluster {i} pod {n}",
+                status="RUNNING",
+                cluster_id=f"cl-{tag}-{i}",
+                gpu_type_id=H100,
+                gpu_count=8,
+                cost_per_hr_usd=35.12,
+                details={"started_at": (now - dt.timedelta(hours=10)).isoformat()},
+            )
+            for i in range(clusters)
+            for n in range(2)
+        )
+        times = [now - dt.timedelta(hours=3) + k * dt.timedelta(minutes=5) for k in range(37)]
+        Sample.objects.bulk_create(
+            Sample(
+                resource=p, at=at, gpus=8, util_sum=0, util_max=0, mem_sum=8, mem_max=1, busy_gpus=0
+            )
+            for p in pods
+            for at in times
+        )
+        WorkerReading.objects.bulk_create(
+            WorkerReading(resource=e, at=at, workers_min=1, running=0, idle=1, total=1)
+            for e in made
+            if e.kind == "serverless" and e.details["workers_min"]
+            for at in times[::3]
+        )
+
+    settings.ALLOWED_HOSTS = ["testserver"]
+    web = Client()
+    web.force_login(admin)
+    pages = {
+        "lab page": f"/spend/labs/{lab.pk}/",
+        "alert panel": f"/alerts/labs/{lab.pk}/",
+        "idle panel": f"/idle/labs/{lab.pk}/",
+        "requests list": f"/provisioning/?lab={lab.pk}",
+    }
+    results: dict = {"pages": {}}
+    for label, (endpoints, clusters) in (("small", (2, 1)), ("large", (200, 50))):
+        build(endpoints, clusters, label)
+        t0 = time.perf_counter()
+        alerts_evaluate(institution_id=institution.pk, now=now)
+        results[f"alerts_evaluate_{label}_s"] = round(time.perf_counter() - t0, 3)
+        for page, url in pages.items():
+            results["pages"].setdefault(page, {})[label] = _count_and_ms(web, url, requests)
+    student = Client()
+    student.force_login(member)
+    query = (
+        f"/provisioning/estimate/?allocation={allocation.pk}&title=70B&deployment_model=cluster"
+        f"&gpu_type_id={H100}&gpu_count=8&node_count=8&cloud=SECURE&expected_hours=100"
+        "&container_disk_gb=50&volume_disk_gb=0&network_volume_gb=2000&restart_minutes=10"
+        "&model_params_billion=70&bytes_per_param=14&write_mb_per_s=400"
+        "&runs_distributed=on&spending_limit_raised=on"
+    )
+    results["estimate_64_gpu_cluster"] = _count_and_ms(
+        student, query, requests, HTTP_HX_REQUEST="true"
+    )
+    # The arithmetic alone (assessment.estimate_request), apart from the page around it.
+    from labgov.provisioning.assessment import estimate_request
+    from labgov.provisioning.models import ProvisioningRequest
+
+    req = ProvisioningRequest(
+        deployment_model="cluster",
+        gpu_type_id=H100,
+        gpu_count=8,
+        node_count=8,
+        expected_hours=100,
+        container_disk_gb=50,
+        network_volume_gb=2000,
+        model_params_billion=70,
+        bytes_per_param=14,
+        write_mb_per_s=400,
+    )
+    gpu = GpuType.objects.get(gpu_id=H100)
+    times = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        estimate_request(req, gpu)
+        times.append((time.perf_counter() - t0) * 1000)
+    results["estimate_arithmetic_ms_median"] = round(statistics.median(times), 3)
+    results["load_average"] = os.getloadavg()[0]
+    travel.stop()
+    return results
+
+
+def main_fleet(requests: int) -> None:
+    out = subprocess.run(  # noqa: S603 - ourselves, in a process of its own
+        [sys.executable, __file__, "--fleet-one", "--requests", str(requests)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{'':22}{'2 ep + 1 cl':>22}{'200 ep + 50 cl':>22}")
+    for page, sizes in result["pages"].items():
+        (qs, ms), (ql, ml) = sizes["small"], sizes["large"]
+        print(f"{page:22}{f'{qs} q, {ms} ms':>22}{f'{ql} q, {ml} ms':>22}")
+    print(
+        f"alert evaluation (s)  {result['alerts_evaluate_small_s']:>22}"
+        f"{result['alerts_evaluate_large_s']:>22}"
+    )
+    queries, ms = result["estimate_64_gpu_cluster"]
+    verdict = "within" if ms < 50 else "OVER"
+    print(f"estimate, 64-GPU cluster: {ms} ms median, {queries} queries ({verdict} 50 ms)")
+    print(
+        f"  of which the arithmetic: {result['estimate_arithmetic_ms_median']} ms median "
+        f"(load average {result['load_average']:.1f} while measured)"
+    )
+    out_dir = ROOT / "bench/results"
+    out_dir.mkdir(exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    (out_dir / f"idle_bench_fleet_{stamp}.json").write_text(json.dumps(result, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--small", type=int, default=10)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--fleet", action="store_true", help="endpoints and clusters at scale")
+    parser.add_argument("--fleet-one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fleet_one:
+        print(json.dumps(fleet(args.requests)))
+        return
+    if args.fleet:
+        main_fleet(args.requests)
+        return
     if args.one:
         print(json.dumps(one(args.one, args.requests)))
         return

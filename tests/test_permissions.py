@@ -118,6 +118,10 @@ GET_PAGES = {
         lambda w: reverse("idle:right_sizing", args=[w.lab.pk]),
         {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 403, "outsider": 404},
     ),
+    "endpoint workers (workers.min)": (
+        lambda w: reverse("idle:endpoint_workers", args=[_endpoint(w).pk]),
+        {"inst_admin": 200, "finance": 404, "lab_admin": 200, "member": 404, "outsider": 404},
+    ),
     "export period": (
         lambda w: reverse("exports:period", args=[w.institution.pk, 2026, 10]),
         {"inst_admin": 200, "finance": 200, "lab_admin": 200, "member": 404, "outsider": 404},
@@ -143,6 +147,17 @@ def _pod(world):
     return ResourceFactory(
         account=RunpodAccountFactory(institution=world.institution),
         current_allocation=world.allocation,
+    )
+
+
+def _endpoint(world):
+    from tests.factories import ResourceFactory, RunpodAccountFactory
+
+    return ResourceFactory(
+        account=RunpodAccountFactory(institution=world.institution),
+        kind="serverless",
+        current_allocation=world.allocation,
+        details={"workers_min": 1, "workers_max": 2},
     )
 
 

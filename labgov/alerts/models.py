@@ -24,6 +24,7 @@ class Kind(models.TextChoices):
     UNATTRIBUTED_SPEND = "unattributed_spend", "Unattributed spend"
     SYNC_FAILING = "sync_failing", "Runpod sync failing"
     RUNNING_IDLE = "running_idle", "Pod running idle"
+    IDLE_ENDPOINT_WORKERS = "idle_endpoint_workers", "Endpoint's always-on workers serving nothing"
 
 
 # Alerts about storage that bills while nothing runs: the waste labgov exists to catch.

@@ -23,6 +23,7 @@ from labgov.alerts.findings import (
 )
 from labgov.alerts.idle_rule import running_idle_findings
 from labgov.alerts.models import Alert, Kind, Severity
+from labgov.alerts.serverless_rule import idle_workers_findings
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import Outlook, burn_window, forecast, gap_words
 from labgov.dashboard.selectors.common import now_rates
@@ -623,6 +624,7 @@ def findings_for(ctx: Context) -> list[Finding]:
         *unattributed_spend(ctx, accounts),
         *sync_failures(ctx, accounts),
         *running_idle(ctx),
+        *idle_workers_findings(ctx),
     ]
 
 

@@ -159,6 +159,7 @@ def pod_actions_for(user, alert: Alert) -> list[tuple[str, str]]:
         alert.is_resolved
         or resource is None
         or resource.kind != ResourceKind.POD
+        or resource.cluster_id  # a cluster's pod is not stopped alone
         or resource.gone_at is not None
     ):
         return []

@@ -17,6 +17,21 @@ class PolicyForm(BoundedForm):
     keep_hours = forms.IntegerField(
         label="“Keep running” keeps it for (hours)", min_value=1, max_value=72
     )
+    scale_idle_endpoints = forms.BooleanField(
+        label="Also scale serverless endpoints whose always-on workers serve nothing to 0 "
+        "always-on workers (never deleted)",
+        required=False,
+    )
+
+
+class EndpointWorkersForm(BoundedForm):
+    workers_min = forms.IntegerField(label="Always-on workers (workers.min)", min_value=0)
+    idle_timeout_seconds = forms.IntegerField(
+        label="Idle timeout (seconds before an idle worker scales down)",
+        min_value=1,
+        max_value=3600,
+        required=False,
+    )
 
 
 class NeverStopForm(BoundedForm):

@@ -16,6 +16,9 @@ class AutoStopPolicy(models.Model):
     idle_hours = models.PositiveSmallIntegerField(default=6)
     warn_minutes = models.PositiveSmallIntegerField(default=30)
     keep_hours = models.PositiveSmallIntegerField(default=2)
+    # Serverless endpoints whose always-on workers serve nothing for `idle_hours`: their
+    # minimum is scaled to 0 (after the same warning), never the endpoint deleted.
+    scale_idle_endpoints = models.BooleanField(default=False)
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -118,3 +121,44 @@ class StopNotice(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in self.OPEN_STATES
+
+
+class EndpointWorkersChange(models.Model):
+    """A lab admin's change of a serverless endpoint's always-on workers (workers.min) and idle
+    timeout. Fewer workers or a shorter timeout spends less and is carried out at once; a
+    raise whose added always-on cost per month is above the amount over which the lab's
+    provisioning policy needs a second approver waits for a different person to approve it
+    (two people for powers that move money)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Waiting for a second person"
+        APPLIED = "applied", "Applied on Runpod"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    resource = models.ForeignKey("runpod.Resource", on_delete=models.CASCADE, related_name="+")
+    workers_min_before = models.PositiveSmallIntegerField()
+    workers_min = models.PositiveSmallIntegerField()
+    idle_timeout_seconds = models.PositiveSmallIntegerField(null=True, blank=True)
+    added_monthly_usd = models.DecimalField(max_digits=20, decimal_places=10, default=0)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource"],
+                condition=Q(state="pending"),
+                name="endpoint_workers_one_pending_change",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"workers.min {self.workers_min_before} → {self.workers_min} ({self.state})"

@@ -1,4 +1,7 @@
-"""The automatic stop of idle pods, for labs whose policy is on (off by default).
+"""The automatic stop of idle pods, for labs whose policy is on (off by default), and the
+scale-down of serverless endpoints whose always-on workers serve nothing, for labs whose policy
+also says so: their `workers.min` becomes 0 after the same warning, audited; an endpoint is
+never deleted, and a cluster's pods are never stopped (nor a cluster deleted).
 
 After every utilization poll: a pod of such a lab that has been running idle (by the lab's
 running-idle thresholds) for `idle_hours` less `warn_minutes` gets a notice and its owner a
@@ -21,14 +24,15 @@ from django.utils import timezone
 
 from labgov.accounts.models import Membership, Role, User
 from labgov.alerts.config import Resolver
-from labgov.alerts.findings import Context, _lab_and_owner, usd
+from labgov.alerts.findings import Context, _lab_and_owner, _resources, usd
 from labgov.alerts.idle_rule import _known_idle, idle_states, running_gpu_pods, spent_idle_usd
+from labgov.alerts.serverless_rule import idle_endpoints
 from labgov.audit.services import audit_record
 from labgov.idle.exemptions import exempt
 from labgov.idle.models import AutoStopMark, AutoStopPolicy, StopNotice
 from labgov.notifications.services import notify
 from labgov.runpod.errors import RunpodError
-from labgov.runpod.models import Resource
+from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.types import PodStatus
 from labgov.utilization.selectors import recent_samples, usage_summaries
 
@@ -51,7 +55,7 @@ def autostop_run(
         n.resource_id: n
         for n in StopNotice.objects.filter(
             lab__institution_id=institution_id, state__in=StopNotice.OPEN_STATES
-        ).select_related("lab")
+        ).select_related("lab", "resource")
     }
     counts = {"warned": 0, "stopped": 0, "refused": 0, "cleared": 0}
     if not policies and not notices:
@@ -62,15 +66,18 @@ def autostop_run(
     # their history back.
     known = {**_known_idle(ctx), **{rid: n.idle_since for rid, n in notices.items()}}
     states = idle_states(ctx, pods, known=known)
-    exempted = exempt(pods, now)
+    endpoints = _idle_endpoints(ctx, policies)
+    exempted = exempt(pods + [e.endpoint for e in endpoints.values()], now)
     for rid, notice in notices.items():
         why = (
-            "The pod's lab turned its auto-stop policy off."
+            "The lab turned its auto-stop policy off."
             if notice.lab_id not in policies
             else f"Exempt: {exempted[rid]}."
             if rid in exempted
             else None
-            if rid in states
+            if rid in states or rid in endpoints
+            else "The endpoint served again or keeps no always-on worker."
+            if notice.resource.kind == ResourceKind.SERVERLESS
             else "The pod worked again or stopped."
         )
         if why:
@@ -98,7 +105,118 @@ def autostop_run(
             continue
         if _stop(pod, notice, state, policy, now, client_factory):
             counts["stopped"] += 1
+    for rid, idle in endpoints.items():
+        if rid in exempted:
+            continue
+        lab_id, owner_id = _lab_and_owner(idle.endpoint)
+        policy = policies[lab_id]
+        notice = notices.get(rid)
+        if notice is None or not notice.is_open:
+            due = idle.idle_since + dt.timedelta(hours=policy.idle_hours)
+            if now >= due - dt.timedelta(minutes=policy.warn_minutes):
+                _warn_endpoint(idle, lab_id, owner_id, policy, due, now)
+                counts["warned"] += 1
+            continue
+        if now >= notice.stop_at and _scale_down(idle, notice, policy, now, client_factory):
+            counts["stopped"] += 1
     return counts
+
+
+def _idle_endpoints(ctx: Context, policies) -> dict:
+    """Resource id → IdleEndpoint, for the endpoints of labs whose policy scales them."""
+    scaling = {lab_id for lab_id, p in policies.items() if p.scale_idle_endpoints}
+    if not scaling:
+        return {}
+    endpoints = [
+        e
+        for e in _resources(ctx).filter(kind=ResourceKind.SERVERLESS).defer(None).defer("env")
+        if _lab_and_owner(e)[0] in scaling
+    ]
+
+    def grace(endpoint):
+        config = ctx.settings.for_lab(_lab_and_owner(endpoint)[0])
+        return dt.timedelta(hours=config.idle_grace_hours)
+
+    return {idle.endpoint.pk: idle for idle in idle_endpoints(ctx, endpoints, grace_for=grace)}
+
+
+def _warn_endpoint(idle, lab_id, owner_id, policy, due, now) -> StopNotice:
+    stop_at = max(due, now + dt.timedelta(minutes=policy.warn_minutes))
+    endpoint = idle.endpoint
+    notice = StopNotice.objects.create(
+        resource=endpoint,
+        lab_id=lab_id,
+        owner_id=owner_id,
+        idle_since=idle.idle_since,
+        warned_at=now,
+        stop_at=stop_at,
+    )
+    notify(
+        recipients=_people(owner_id, lab_id, admins=True),
+        kind="idle.stop_warning",
+        subject=f"Endpoint {endpoint.label} will be scaled to 0 always-on workers at "
+        f"{stop_at:%H:%M} UTC",
+        body=f"Its {idle.workers_min} always-on worker(s) have served nothing since "
+        f"{idle.idle_since:%Y-%m-%d %H:%M} UTC ({usd(idle.billed_usd)} so far, "
+        f"{usd(idle.per_day_usd)}/day). Your lab scales such endpoints down after "
+        f"{policy.idle_hours} hours: at {stop_at:%Y-%m-%d %H:%M} UTC its workers.min becomes "
+        "0 (requests then wait for a cold start; the endpoint is not deleted) unless you keep "
+        f"it as it is for {policy.keep_hours} hours with one click.",
+        url=reverse("idle:notice", args=[notice.pk]),
+        dedupe_key=f"idle-notice:{notice.pk}:warn",
+    )
+    return notice
+
+
+def _scale_down(idle, notice, policy, now, client_factory) -> bool:
+    from labgov.runpod.services import write_client_for_account
+
+    endpoint = idle.endpoint
+    factory = client_factory or write_client_for_account
+    try:
+        with factory(endpoint.account) as client:
+            answer = client.update_endpoint_workers(endpoint.runpod_id, workers_min=0)
+    except RunpodError as exc:
+        log.warning("scaling endpoint %s down failed (next pass retries): %s", endpoint.pk, exc)
+        return False
+    with transaction.atomic():
+        locked = Resource.objects.select_for_update().get(pk=endpoint.pk)
+        details = dict(locked.details or {})
+        before = {"workers_min": details.get("workers_min")}
+        details.update(workers_min=answer.workers_min, workers_max=answer.workers_max)
+        locked.details = details
+        locked.save(update_fields=["details"])
+        hours = (now - idle.idle_since).total_seconds() / 3600
+        outcome = f"Scaled to {answer.workers_min} always-on workers after {hours:.1f} idle hours."
+        _close(notice, StopNotice.State.STOPPED, outcome, now)
+        audit_record(
+            actor=None,
+            action="runpod.endpoint_autoscale",
+            target=locked,
+            institution_id=notice.lab.institution_id,
+            before=before,
+            after={
+                "workers_min": answer.workers_min,
+                "notice_id": notice.pk,
+                "idle_since": idle.idle_since.isoformat(),
+                "billed_idle_usd": str(idle.billed_usd.quantize(Decimal("0.01"))),
+                "per_day_usd": str(idle.per_day_usd.quantize(Decimal("0.01"))),
+                "policy": {"idle_hours": policy.idle_hours, "warn_minutes": policy.warn_minutes},
+            },
+            note=f"Automatic scale-down by the lab's idle policy: {outcome} The endpoint "
+            "was not deleted.",
+        )
+        notify(
+            recipients=_people(notice.owner_id, notice.lab_id, admins=True),
+            kind="idle.stopped",
+            subject=f"Endpoint {endpoint.label} was scaled to 0 always-on workers by your "
+            "lab's policy",
+            body=f"{outcome} It is not deleted: requests start workers again (cold starts); "
+            "raise its minimum again from labgov if it must answer at once.",
+            url=reverse("idle:notice", args=[notice.pk]),
+            dedupe_key=f"idle-notice:{notice.pk}:stopped",
+        )
+    return True
 
 
 def _close(notice: StopNotice, state: str, outcome: str, now: dt.datetime) -> None:

@@ -34,6 +34,7 @@ def autostop_policy_save(*, actor, lab, values: dict) -> AutoStopPolicy:
     row = row or AutoStopPolicy(lab=lab)
     for name in ("enabled", "idle_hours", "warn_minutes", "keep_hours"):
         setattr(row, name, values[name])
+    row.scale_idle_endpoints = bool(values.get("scale_idle_endpoints", False))
     row.updated_at = timezone.now()
     row.updated_by = actor
     row.save()

@@ -11,4 +11,10 @@ urlpatterns = [
     path("labs/<int:lab_id>/policy/", views.policy_edit, name="policy"),
     path("labs/<int:lab_id>/never-stop/", views.never_stop, name="never_stop"),
     path("labs/<int:lab_id>/right-sizing/", views.right_sizing, name="right_sizing"),
+    path("endpoints/<int:resource_id>/workers/", views.endpoint_workers, name="endpoint_workers"),
+    path(
+        "endpoint-changes/<int:pk>/<str:decision>/",
+        views.endpoint_change_decide,
+        name="endpoint_change_decide",
+    ),
 ]

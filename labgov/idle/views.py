@@ -3,6 +3,7 @@ import datetime as dt
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -12,10 +13,17 @@ from labgov.alerts.models import Alert, Kind
 from labgov.core.errors import DomainError
 from labgov.dashboard.selectors.lab import lab_for_spend
 from labgov.dashboard.tables import csv_response
-from labgov.idle import rightsizing, services
-from labgov.idle.forms import AllowStopForm, KeepForm, NeverStopForm, PolicyForm
-from labgov.idle.models import AutoStopMark, StopNotice
+from labgov.idle import endpoints, rightsizing, services
+from labgov.idle.forms import (
+    AllowStopForm,
+    EndpointWorkersForm,
+    KeepForm,
+    NeverStopForm,
+    PolicyForm,
+)
+from labgov.idle.models import AutoStopMark, EndpointWorkersChange, StopNotice
 from labgov.idle.policy import container_disk_only
+from labgov.runpod.models import Resource, ResourceKind
 from labgov.utilization.selectors import recent_samples
 
 
@@ -167,3 +175,70 @@ def right_sizing(request, lab_id: int):
     if request.GET.get("format") == "csv":
         return csv_response(table.apply_sort(request.GET), f"labgov-right-sizing-lab-{lab.pk}.csv")
     return render(request, "idle/right_sizing.html", {"lab": lab, "table": table.bind(request.GET)})
+
+
+def _endpoint_for(user, resource_id: int) -> Resource:
+    """An endpoint its lab's admins (and the institution's) may change: anyone else 404s."""
+    endpoint = access.get_or_404(
+        Resource.objects.filter(kind=ResourceKind.SERVERLESS).select_related(
+            "account", "current_allocation__funding_source"
+        ),
+        pk=resource_id,
+    )
+    if not endpoints.may_change_workers(user, endpoint):
+        raise Http404
+    return endpoint
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_workers(request, resource_id: int):
+    endpoint = _endpoint_for(request.user, resource_id)
+    details = endpoint.details or {}
+    initial = {"workers_min": 0, "idle_timeout_seconds": details.get("idle_timeout_seconds")}
+    form = EndpointWorkersForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            change = endpoints.endpoint_workers_change(
+                actor=request.user,
+                resource=endpoint,
+                workers_min=form.cleaned_data["workers_min"],
+                idle_timeout_seconds=form.cleaned_data["idle_timeout_seconds"],
+            )
+        except DomainError as exc:
+            messages.error(request, exc.message)
+        else:
+            if change.state == EndpointWorkersChange.State.PENDING:
+                messages.success(request, "Asked: a second person approves the raise.")
+            else:
+                messages.success(request, f"Always-on workers set to {change.workers_min}.")
+            return redirect("idle:endpoint_workers", resource_id=endpoint.pk)
+    pending = EndpointWorkersChange.objects.filter(
+        resource=endpoint, state=EndpointWorkersChange.State.PENDING
+    ).select_related("requested_by")
+    context = {"endpoint": endpoint, "details": details, "form": form, "pending": pending.first()}
+    return render(request, "idle/endpoint_workers.html", context)
+
+
+@login_required
+@require_POST
+def endpoint_change_decide(request, pk: int, decision: str):
+    change = access.get_or_404(
+        EndpointWorkersChange.objects.select_related("resource__account", "requested_by"), pk=pk
+    )
+    endpoint = _endpoint_for(request.user, change.resource_id)
+    change.resource = endpoint
+    decide = {
+        "approve": endpoints.endpoint_workers_change_approve,
+        "withdraw": endpoints.endpoint_workers_change_withdraw,
+    }.get(decision)
+    if decide is None:
+        raise Http404
+    try:
+        decide(actor=request.user, change=change)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        done = "withdrawn" if decision == "withdraw" else "approved and applied on Runpod"
+        messages.success(request, f"The change was {done}.")
+    return redirect("idle:endpoint_workers", resource_id=endpoint.pk)

@@ -38,6 +38,7 @@ from labgov.runpod.parsing import (
     parse_network_volumes,
     parse_pod,
     parse_pods,
+    parse_worker_summary,
 )
 from labgov.runpod.session import Session, describe_transport_error
 from labgov.runpod.types import (
@@ -50,6 +51,7 @@ from labgov.runpod.types import (
     GpuType,
     NetworkVolume,
     Pod,
+    WorkerSummary,
 )
 
 logger = logging.getLogger(__name__)
@@ -131,6 +133,12 @@ class RunpodClient:
 
     def list_endpoints(self) -> list[Endpoint]:
         return parse_endpoints(self._get_json("/v2/serverless"))
+
+    def endpoint_workers(self, endpoint_id: str) -> WorkerSummary:
+        """GET /v2/serverless/{id}/workers: how many of its workers run a job, wait idle, …"""
+        return parse_worker_summary(
+            self._get_json(f"/v2/serverless/{_segment(endpoint_id)}/workers")
+        )
 
     def list_clusters(self) -> list[Cluster]:
         return parse_clusters(self._get_json("/v2/clusters"))
@@ -294,6 +302,27 @@ class RunpodClient:
                 status=response.status_code,
             ) from exc
         return parse_pod(data)
+
+    def update_endpoint_workers(
+        self, endpoint_id: str, *, workers_min: int, idle_timeout_seconds: int | None = None
+    ) -> Endpoint:
+        """PATCH /v2/serverless/{id} with only `workers` (min, and idleTimeout when given):
+        Runpod changes nothing else and answers with the whole endpoint. Setting the same
+        values again changes nothing, so it may be retried."""
+        workers = {"min": workers_min}
+        if idle_timeout_seconds is not None:
+            workers["idleTimeout"] = idle_timeout_seconds
+        path = f"/v2/serverless/{_segment(endpoint_id)}"
+        response, _ = self._session.request("PATCH", path, body={"workers": workers})
+        try:
+            (endpoint,) = parse_endpoints({"endpoints": [decode_json(response.content)]})
+        except MalformedBody as exc:
+            raise RunpodBadResponse(
+                f"Runpod accepted the change of endpoint {endpoint_id!r} but its answer could"
+                f" not be read ({exc}); read the endpoint again to see its workers.",
+                status=response.status_code,
+            ) from exc
+        return endpoint
 
     def delete_network_volume(self, volume_id: str) -> None:
         self._session.request("DELETE", f"/v2/network-volumes/{_segment(volume_id)}")

@@ -2,6 +2,7 @@
 catalog. Nothing is deleted: what vanished from Runpod's lists is marked gone."""
 
 import datetime as dt
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -11,11 +12,14 @@ from django.db.models import Q
 from django.utils.module_loading import import_string
 
 from labgov.core.errors import DomainError
+from labgov.runpod.errors import RunpodError
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import GpuType as GpuTypeRow
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.redaction import redacted_env
 from labgov.runpod.types import Cluster, Endpoint, GpuType, NetworkVolume, Pod, PodStatus
+
+log = logging.getLogger(__name__)
 
 # Fields the sync owns on Resource; compared to decide whether a row changed.
 SYNCED_FIELDS = (
@@ -85,6 +89,7 @@ def _endpoint_fields(endpoint: Endpoint) -> dict:
         "details": {
             "workers_min": endpoint.workers_min,
             "workers_max": endpoint.workers_max,
+            "idle_timeout_seconds": endpoint.idle_timeout_seconds,
             "data_center_ids": list(endpoint.data_center_ids),
         },
     }
@@ -107,6 +112,16 @@ def _cluster_fields(cluster: Cluster) -> dict:
     }
 
 
+def _worker_summary(client, endpoint: Endpoint):
+    """The workers of an endpoint that keeps always-on ones (whether they serve anything),
+    or None when Runpod would not say: unknown is not idle, and the sync goes on."""
+    try:
+        return client.endpoint_workers(endpoint.id)
+    except RunpodError as exc:
+        log.warning("workers of endpoint %s not read: %s", endpoint.id, exc)
+        return None
+
+
 def inventory_sync(*, account, client, now: dt.datetime) -> dict:
     """Fetch every list first, then write them in one transaction: a failed fetch changes
     nothing, and a vanished resource is only marked gone when all lists came back whole."""
@@ -116,8 +131,11 @@ def inventory_sync(*, account, client, now: dt.datetime) -> dict:
         fetched[(ResourceKind.POD, pod.id)] = _pod_fields(pod)
     for volume in client.list_network_volumes():
         fetched[(ResourceKind.NETWORK_VOLUME, volume.id)] = _volume_fields(volume)
+    workers = {}
     for endpoint in client.list_endpoints():
         fetched[(ResourceKind.SERVERLESS, endpoint.id)] = _endpoint_fields(endpoint)
+        if endpoint.workers_min > 0:
+            workers[endpoint.id] = _worker_summary(client, endpoint)
     for cluster in client.list_clusters():
         fetched[(ResourceKind.CLUSTER, cluster.id)] = _cluster_fields(cluster)
     gpus = client.list_gpu_types()
@@ -129,7 +147,16 @@ def inventory_sync(*, account, client, now: dt.datetime) -> dict:
         # Consumers of what was listed (utilization samples from `Pod.runtime`), named in
         # settings so the inventory imports none of them.
         for path in settings.LABGOV_AFTER_INVENTORY:
-            counts.update(import_string(path)(account=account, pods=pods, now=now) or {})
+            step = import_string(path)
+            counts.update(
+                step(
+                    account=account,
+                    pods=pods,
+                    now=now,
+                    endpoint_workers={k: v for k, v in workers.items() if v is not None},
+                )
+                or {}
+            )
     counts["gpu_types"] = len(gpus)
     return counts
 

@@ -29,6 +29,7 @@ from labgov.runpod.types import (
     NetworkVolume,
     Pod,
     PodRuntime,
+    WorkerSummary,
 )
 
 _ABSENT = object()
@@ -358,6 +359,22 @@ def parse_endpoint(item: Any, where: str = "") -> Endpoint:
         scaling_type=scaling_type,
         scaling_value=scaling_value,
     )
+
+
+WORKER_COUNTS = ("running", "idle", "initializing", "throttled", "unhealthy", "total")
+
+
+def parse_worker_summary(data: Any) -> WorkerSummary:
+    """The `summary` of a ListEndpointWorkersResponse; counts below 0 are refused."""
+    f = _Fields(data, "list of endpoint workers")
+    summary = f.obj("summary")
+    counts = {}
+    for key in WORKER_COUNTS:
+        value = summary.integer(key)
+        if value < 0:
+            raise _bad(summary.owner, f"{key} is {value}, below 0")
+        counts[key] = value
+    return WorkerSummary(**counts)
 
 
 def parse_clusters(data: Any) -> list[Cluster]:

@@ -106,6 +106,19 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    """An endpoint's workers now, by status (GET /v2/serverless/{id}/workers `summary`):
+    `running` ones process a job, `idle` ones are ready and wait for one (and bill)."""
+
+    running: int
+    idle: int
+    initializing: int
+    throttled: int
+    unhealthy: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     id: str
     name: str

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 import os
 import re
 from decimal import Decimal
@@ -277,3 +278,26 @@ def gpu_type_json(gpu: GpuTypeSpec) -> dict:
         "price": price,
         "maxCount": {"secure": gpu.max_count_secure, "community": gpu.max_count_community},
     }
+
+
+def endpoint_workers_json(endpoint: EndpointSpec, hour_of_day: int) -> dict:
+    """The endpoint's workers now: as many running as its traffic of this UTC hour keeps busy
+    on average (requests × seconds each ÷ 3600, rounded up), and its always-on minimum idle
+    beside them."""
+    busy = endpoint.requests_per_hour[hour_of_day] * endpoint.seconds_per_request / 3600
+    running = min(math.ceil(busy), max(endpoint.workers_max, endpoint.workers_min))
+    idle = max(0, endpoint.workers_min - running)
+    gpus = endpoint.gpu_count if endpoint.gpu_type_id else 0
+    workers = [
+        {"id": f"{endpoint.id}-w{i}", "status": status, "isStale": False, "gpuCount": gpus}
+        for i, status in enumerate(["RUNNING"] * running + ["IDLE"] * idle)
+    ]
+    summary = {
+        "running": running,
+        "idle": idle,
+        "initializing": 0,
+        "throttled": 0,
+        "unhealthy": 0,
+        "total": running + idle,
+    }
+    return {"workers": workers, "summary": summary, "endpointVersion": 1}

@@ -61,6 +61,7 @@ class Routes:
                     "DELETE": self.delete_endpoint,
                 },
             ),
+            ("/v2/serverless" + one + "/workers", {"GET": self.endpoint_workers}),
             ("/v2/clusters", {"GET": self.list_clusters, "POST": self.create_cluster}),
             (
                 "/v2/clusters" + one,
@@ -144,6 +145,9 @@ class Routes:
     def delete_cluster(self, match, params, body) -> Response:
         self.state.delete_cluster(match["id"])
         return Response(204)
+
+    def endpoint_workers(self, match, params, body) -> Response:
+        return json_response(200, self.state.endpoint_workers(match["id"]))
 
     def list_clusters(self, match, params, body) -> Response:
         return json_response(200, {"clusters": self.state.list_clusters()})

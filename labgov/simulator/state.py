@@ -209,18 +209,26 @@ class SimState:
     def list_endpoints(self) -> list[dict]:
         with self._lock:
             now = self._clock.now()
-            return [
-                render.endpoint_json(e, self.catalog)
-                for e in self._endpoints.values()
-                if e.exists_at(now)
-            ]
+            return [self._endpoint_json(e) for e in self._endpoints.values() if e.exists_at(now)]
 
     def get_endpoint(self, endpoint_id: str) -> dict:
         with self._lock:
-            endpoint = self._endpoints.get(endpoint_id)
-            if endpoint is None or not endpoint.exists_at(self._clock.now()):
-                raise ApiError(404, f"endpoint {endpoint_id} not found")
-            return render.endpoint_json(endpoint, self.catalog)
+            return self._endpoint_json(self._live_endpoint(endpoint_id, self._clock.now()))
+
+    def endpoint_workers(self, endpoint_id: str) -> dict:
+        with self._lock:
+            now = self._clock.now()
+            endpoint = self._live_endpoint(endpoint_id, now)
+            return render.endpoint_workers_json(endpoint, (now // 3600) % 24)
+
+    def _live_endpoint(self, endpoint_id: str, now: int) -> EndpointSpec:
+        endpoint = self._endpoints.get(endpoint_id)
+        if endpoint is None or not endpoint.exists_at(now):
+            raise ApiError(404, f"endpoint {endpoint_id} not found")
+        return endpoint
+
+    def _endpoint_json(self, endpoint: EndpointSpec) -> dict:
+        return render.endpoint_json(endpoint, self.catalog)
 
     def list_clusters(self) -> list[dict]:
         with self._lock:
@@ -455,8 +463,9 @@ class SimState:
                 changes["workers_min"] = workers.get("min", endpoint.workers_min)
                 changes["workers_max"] = workers.get("max", endpoint.workers_max)
                 changes["idle_timeout"] = workers.get("idleTimeout", endpoint.idle_timeout)
-                if changes["workers_min"] > changes["workers_max"]:
-                    raise ApiError(400, "workers.min is more than workers.max")
+                low, high = changes["workers_min"], changes["workers_max"]
+                if low > high:
+                    raise ApiError(400, f"workers.min ({low}) is above workers.max ({high})")
             if "scaling" in body:
                 changes["scaling"] = _scaling(body["scaling"])
             if "networkVolumes" in body:

@@ -68,3 +68,27 @@ class Hour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource_id} {self.hour:%Y-%m-%d %H}h"
+
+
+class WorkerReading(models.Model):
+    """One reading of a serverless endpoint's workers (Runpod's worker summary), taken by the
+    sync for each endpoint that keeps always-on workers (`workers_min` > 0): how many ran a
+    job and how many waited idle, billing all the same."""
+
+    pk = models.CompositePrimaryKey("resource", "at")
+    resource = models.ForeignKey(
+        "runpod.Resource",
+        # As samples: removing a mistaken connection removes its endpoints' readings.
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    at = models.DateTimeField()
+    workers_min = models.PositiveSmallIntegerField()
+    running = models.PositiveSmallIntegerField()
+    idle = models.PositiveSmallIntegerField()
+    total = models.PositiveSmallIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.resource_id} {self.at:%Y-%m-%d %H:%M} {self.running}/{self.total} running"

@@ -14,7 +14,7 @@ from django.db.models import Count, Max, Sum
 
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.types import Pod, PodStatus
-from labgov.utilization.models import Hour, Sample
+from labgov.utilization.models import Hour, Sample, WorkerReading
 
 # A GPU counts as busy from this utilization on (an idle CUDA context reads 0-2 %).
 BUSY_GPU_UTIL = 10
@@ -121,13 +121,42 @@ def hours_rebuild(*, resource_ids: list[int], hour: dt.datetime) -> int:
     return len(hours)
 
 
-def samples_after_inventory(*, account, pods: list[Pod], now: dt.datetime) -> dict:
-    """Inventory step (settings.LABGOV_AFTER_INVENTORY): every sync samples its running pods."""
-    return samples_record(account=account, pods=pods, now=now)
+def samples_after_inventory(
+    *, account, pods: list[Pod], now: dt.datetime, endpoint_workers: dict | None = None
+) -> dict:
+    """Inventory step (settings.LABGOV_AFTER_INVENTORY): every sync samples its running pods
+    and reads the workers of its endpoints that keep always-on ones."""
+    counts = samples_record(account=account, pods=pods, now=now)
+    counts.update(worker_readings_record(account=account, workers=endpoint_workers or {}, now=now))
+    return counts
+
+
+def worker_readings_record(*, account, workers: dict, now: dt.datetime) -> dict:
+    """One reading per endpoint (Runpod id → its WorkerSummary), keyed (endpoint, time)."""
+    if not workers:
+        return {"worker_readings": 0}
+    endpoints = Resource.objects.filter(
+        account=account, kind=ResourceKind.SERVERLESS, runpod_id__in=list(workers)
+    ).values_list("runpod_id", "pk", "details")
+    at = now.replace(microsecond=0)
+    rows = [
+        WorkerReading(
+            resource_id=pk,
+            at=at,
+            workers_min=(details or {}).get("workers_min") or 0,
+            running=workers[runpod_id].running,
+            idle=workers[runpod_id].idle,
+            total=workers[runpod_id].total,
+        )
+        for runpod_id, pk, details in endpoints
+    ]
+    WorkerReading.objects.bulk_create(rows, ignore_conflicts=True)
+    return {"worker_readings": len(rows)}
 
 
 def samples_prune(*, now: dt.datetime) -> int:
     """Delete raw samples older than the window; the hourly aggregates stay."""
     cutoff = now - dt.timedelta(days=settings.LABGOV_UTILIZATION_RAW_DAYS)
     deleted, _ = Sample.objects.filter(at__lt=cutoff).delete()
-    return deleted
+    readings, _ = WorkerReading.objects.filter(at__lt=cutoff).delete()
+    return deleted + readings

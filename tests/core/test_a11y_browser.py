@@ -66,6 +66,7 @@ NOT_PAGES = {
     "exports:period_focus_csv",
     "retention:action", "retention:open",
     "idle:notice_keep", "idle:notice_allow_stop", "idle:never_stop",
+    "idle:endpoint_change_decide",
     "api_token_revoke",
     "oidc_authentication_init", "oidc_authentication_callback",  # redirects to the provider
     "accounts:institution_time_zone",
@@ -91,6 +92,7 @@ class Demo:
     focus_source: object
     keyboard_pod: object  # a second running pod of the member's, for the keyboard journey
     sessions: dict  # username: session key, committed for the browser
+    endpoint: object
 
 
 # Which object a page with arguments opens: its URL's arguments from the demo's objects.
@@ -130,6 +132,7 @@ PAGE_ARGS = {
     "idle:lab": lambda d: [d.lab.pk],
     "idle:policy": lambda d: [d.lab.pk],
     "idle:right_sizing": lambda d: [d.lab.pk],
+    "idle:endpoint_workers": lambda d: [d.endpoint.pk],
 }
 
 
@@ -282,6 +285,9 @@ def _seed(sim) -> Demo:
         focus_source=_focus_source(lab.institution),
         keyboard_pod=keyboard_pod,
         sessions=sessions,
+        endpoint=Resource.objects.filter(
+            account__institution=lab.institution, kind="serverless"
+        ).first(),
     )
 
 

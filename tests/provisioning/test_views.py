@@ -236,14 +236,23 @@ def _count(client, url, data=None):
 # Every page pays session, user and the role scope (3); then:
 PAGES = {
     # page: (role, url builder, pinned count)
-    # allocations exist?, count, page
-    "list": ("member", lambda w, r, d: reverse("provisioning:list"), 6),
+    # allocations exist?, count, page, the page's actual spend
+    "list": ("member", lambda w, r, d: reverse("provisioning:list"), 7),
     # count, page, the managed labs for the filter, the Runpod accounts whose balance runway
     # it shows (and, when one has a balance, their last 7 days' spend in one more)
     "review": ("lab_admin", lambda w, r, d: reverse("provisioning:review"), 7),
     # request, actual spend, allocation figures, policy, GPU, resources, history, and for an
     # endpoint or cluster the lab's Runpod account (its confirmed spending limit)
     "detail": ("member", lambda w, r, d: reverse("provisioning:detail", args=[r.pk]), 11),
+    # the same, the lab's Runpod account (none here), the past accuracy: the requester's
+    # and the lab's latest provisioned requests (none here; with some, one more query reads
+    # their actual spend: tests/provisioning/test_accuracy.py), and the account's confirmed
+    # spending limit
+    "detail (reviewer)": (
+        "lab_admin",
+        lambda w, r, d: reverse("provisioning:detail", args=[r.pk]),
+        14,
+    ),
     # allocations exist?, GPU catalog, allocation choices (twice: Django's required select
     # reads its first option again), the requester's past pod requests (their utilization)
     "new": ("member", lambda w, r, d: reverse("provisioning:new"), 8),

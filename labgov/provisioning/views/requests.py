@@ -9,11 +9,12 @@ from labgov.accounts import access
 from labgov.accounts.models import today_utc
 from labgov.alerts.balance import runways
 from labgov.core.errors import DomainError
+from labgov.core.params import int_param
+from labgov.provisioning.accuracy import NOTHING, accuracy_of, actual_by_request, past_accuracy
 from labgov.provisioning.assessment import estimate_request, findings
 from labgov.provisioning.forms import DenyForm, MarkProvisionedForm, RequestForm
 from labgov.provisioning.models import ProvisioningRequest
 from labgov.provisioning.selectors import (
-    actual_usd_by_request,
     allocation_with_figures,
     allocations_for_requester,
     gpu_catalog,
@@ -49,9 +50,18 @@ def request_list(request):
     mine = request.GET.get("mine") == "1"
     if mine:
         requests = requests.filter(requester=request.user)
+    lab = int_param(request.GET, "lab")
+    if lab is not None:
+        requests = requests.filter(lab_id=lab)
     page = Paginator(requests, 50).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    actual = actual_by_request(r.pk for r in page.object_list)
+    for r in page.object_list:
+        r.actual = actual.get(r.pk, NOTHING)
     context = {
         "page": page,
+        "accuracy": accuracy_of(page.object_list, actual),
+        "lab": "" if lab is None else str(lab),
         "state": state,
         "mine": mine,
         "states": S.choices,
@@ -216,7 +226,7 @@ def request_detail(request, pk: int):
     is_requester = req.requester_id == request.user.pk
     context = {
         "req": req,
-        "actual_usd": actual_usd_by_request([req.pk]).get(req.pk, 0),
+        "actual": actual_by_request([req.pk]).get(req.pk, NOTHING),
         "history": request_history(req),
         "can_review": can_review,
         "is_requester": is_requester,
@@ -233,6 +243,7 @@ def request_detail(request, pk: int):
         context.update(estimate=estimate_, findings=found, policy=policy)
     if can_review and req.state == S.SUBMITTED:
         context.update(_balance_runway(req.lab))
+        context["accuracy"] = past_accuracy(req)
     if can_review and req.state in (S.APPROVED, S.FAILED) and req.deployment_model != "pod":
         context["mark_form"] = MarkProvisionedForm(accounts=runpod_accounts_for_lab(req.lab))
     return render(request, "provisioning/detail.html", context)
