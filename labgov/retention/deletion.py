@@ -153,7 +153,8 @@ def _refusal_words(case: RetentionCase, exc: RunpodError) -> str:
     labgov knows that the answer names, by name and owner."""
     from labgov.retention.blockers import mounting_pods, pod_words
 
-    said = bounded(exc.detail or exc.title or exc.message, 200)
+    # Runpod's words may end in a full stop of their own.
+    said = bounded(exc.detail or exc.title or exc.message, 200).rstrip(". ")
     words = f"Runpod refused to delete it (HTTP {exc.status}): {said}"
     if case.resource.kind == ResourceKind.NETWORK_VOLUME:
         named = [p for p in mounting_pods(case.resource) if p.runpod_id in (exc.message or "")]

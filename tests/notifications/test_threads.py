@@ -158,3 +158,27 @@ def test_the_list_shows_one_row_per_story_with_a_fixed_query_count(
         )
     with django_assert_num_queries(5):
         client.get(reverse("notifications:list"))
+
+
+def test_runpods_own_full_stop_does_not_double_in_labgovs_words():
+    """Runpod's problem details end in a full stop as often as not; labgov's sentence
+    around them must not read ".."."""
+    from types import SimpleNamespace
+
+    from labgov.provisioning.services.provision import explain
+    from labgov.retention.deletion import _refusal_words
+    from labgov.runpod.errors import RunpodError, RunpodRequestInvalid
+
+    invalid = RunpodRequestInvalid("bad", status=400, detail="gpuCount must be positive.")
+    odd = RunpodError("HTTP 418: I am a teapot.", status=418)
+    pod_case = SimpleNamespace(resource=SimpleNamespace(kind="pod"))
+    texts = [
+        explain(invalid),
+        explain(odd),
+        _refusal_words(pod_case, RunpodError("x", status=400, detail="The pod is locked.")),
+    ]
+    assert "must be positive. If the request" in texts[0]
+    assert "I am a teapot. Retry" in texts[1]
+    assert texts[2].endswith("The pod is locked")
+    for text in texts:
+        assert ".." not in text.replace("...", ""), text
