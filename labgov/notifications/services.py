@@ -163,9 +163,10 @@ def _notify_thread(
         return []
     rows = thread.filter(recipient_id__in=people)
     existing = set(rows.values_list("recipient_id", flat=True))
-    told = (
-        rows.exclude(dedupe_key=dedupe_key).exclude(subject=subject, body=body).select_for_update()
-    )
+    # Not the same event again, and not the words the person's notification shows already
+    # (a plain UPDATE: a notify outside a transaction must work, and a race tells twice at
+    # worst).
+    told = rows.exclude(dedupe_key=dedupe_key).exclude(subject=subject, body=body)
     told_ids = list(told.values_list("pk", flat=True))
     Notification.objects.filter(pk__in=told_ids).update(
         **words,
