@@ -221,6 +221,9 @@ def _tell(alert: Alert, audience: Audience, *, reason: str) -> int:
         Kind.FUNDING_ENDING,
     ):
         body = f"Costs {usd(alert.monthly_cost_usd)} a month.\n{body}"
+    if reason.startswith("snooze-ended"):
+        # The same alert, told again: say why, so it does not read as a repeat.
+        body = f"Its snooze has ended and it still stands.\n{body}"
     return len(
         notify(
             recipients=audience.of(alert),
@@ -229,6 +232,7 @@ def _tell(alert: Alert, audience: Audience, *, reason: str) -> int:
             body=body,
             url=reverse("alerts:detail", args=[alert.pk]),
             dedupe_key=f"alert:{alert.pk}:{reason}",
+            thread_key=f"alert:{alert.pk}",
             severity=alert.severity,
             lab=audience.labs.get(alert.lab_id),
         )

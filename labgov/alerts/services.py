@@ -345,6 +345,7 @@ def _tell_owner(actor, alert: Alert, pod: Resource, action: str, *, event_id: in
         + consequence.format(gb=pod.volume_disk_gb),
         url=reverse("alerts:detail", args=[alert.pk]),
         dedupe_key=f"pod-action:{event_id}",
+        thread_key=f"alert:{alert.pk}",
     )
 
 

@@ -63,6 +63,7 @@ def _notify(*, recipients, kind: str, proposal: FundingProposal, subject: str, b
         body=body,
         url=reverse("funding:proposals"),
         dedupe_key=f"{kind}:{proposal.pk}",
+        thread_key=f"funding_proposal:{proposal.pk}",
     )
 
 

@@ -265,6 +265,7 @@ def _warn(pod, lab_id, owner_id, policy, state, due, now) -> StopNotice:
         "hours with one click.",
         url=reverse("idle:notice", args=[notice.pk]),
         dedupe_key=f"idle-notice:{notice.pk}:warn",
+        thread_key=f"idle-notice:{notice.pk}",
     )
     return notice
 
@@ -303,6 +304,7 @@ def _refuse(pod: Resource, notice: StopNotice, now: dt.datetime) -> None:
         "notice that the policy may stop it.",
         url=reverse("idle:notice", args=[notice.pk]),
         dedupe_key=f"idle-notice:{notice.pk}:refused",
+        thread_key=f"idle-notice:{notice.pk}",
     )
 
 
@@ -367,5 +369,6 @@ def _stop(pod, notice, state, policy, now, client_factory) -> bool:
             "to go on working.",
             url=reverse("idle:notice", args=[notice.pk]),
             dedupe_key=f"idle-notice:{notice.pk}:stopped",
+            thread_key=f"idle-notice:{notice.pk}",
         )
     return True

@@ -9,12 +9,15 @@ The rules, kept simple and stated on the page:
 - a smaller GPU: the peak GPU memory used (percent × the GPU's memory) fits, with 20 %
   headroom, in a cheaper catalog GPU available in the pod's cloud; suggest the cheapest such;
 - the saving per month = (price now − suggested price) × the hours it ran in the last 30 days,
-  scaled to a month of LABGOV_HOURS_PER_MONTH hours.
+  scaled to a month of LABGOV_HOURS_PER_MONTH hours;
+- each suggestion says how many days of samples it rests on (the hours with samples ÷ 24),
+  and a pod with less than a day of them gets no saving: "not enough data yet: N hours of
+  samples" (an afternoon's quiet is no reason to give up GPUs).
 """
 
 import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db.models import Sum
@@ -28,6 +31,8 @@ from labgov.utilization.selectors import UsageSummary, usage_summaries
 
 WINDOW_DAYS = 30
 HEADROOM = Decimal("1.2")
+# Less than a day of samples suggests nothing yet.
+MIN_SAMPLED_HOURS = 24
 
 
 @dataclass
@@ -47,7 +52,24 @@ class Suggestion:
         return self.rate_suggested_usd < self.rate_now_usd
 
     @property
-    def monthly_saving_usd(self) -> Decimal:
+    def enough_data(self) -> bool:
+        return self.usage.hours >= MIN_SAMPLED_HOURS
+
+    @property
+    def sampled_days(self) -> Decimal:
+        return (Decimal(self.usage.hours) / 24).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+
+    @property
+    def basis_words(self) -> str:
+        hours = self.usage.hours
+        if not self.enough_data:
+            return f"not enough data yet: {hours} hour{'s' if hours != 1 else ''} of samples"
+        return f"{self.sampled_days} days of samples ({hours} hours)"
+
+    @property
+    def monthly_saving_usd(self) -> Decimal | None:
+        if not self.enough_data:
+            return None
         hours = Decimal(self.usage.hours)
         month = Decimal(settings.LABGOV_HOURS_PER_MONTH)
         return (self.rate_now_usd - self.rate_suggested_usd) * hours * month / (WINDOW_DAYS * 24)
@@ -129,7 +151,8 @@ def suggestions(lab, *, now: dt.datetime) -> list[Suggestion]:
             )
         )
     found = [s for s in found if s.changes]
-    found.sort(key=lambda s: s.monthly_saving_usd, reverse=True)
+    # The suggestions with a saving first, largest first; those waiting for data after them.
+    found.sort(key=lambda s: (s.enough_data, s.monthly_saving_usd or ZERO), reverse=True)
     return found
 
 
@@ -147,6 +170,7 @@ def suggestions_table(found: list[Suggestion]) -> Table:
         Column("memory_peak", "GPU memory peak", PERCENT),
         Column("billed", "Billed (USD)", MONEY),
         Column("suggested", "Suggested"),
+        Column("basis", "Rests on"),
         Column("saving", "Saving per month (USD)", MONEY),
     ]
     rows = []
@@ -166,18 +190,19 @@ def suggestions_table(found: list[Suggestion]) -> Table:
                     Decimal(f"{s.usage.util_mean:.1f}"),
                     Decimal(s.usage.memory_util_max),
                     s.billed_usd,
-                    f"{s.gpu_count}× {s.gpu_type_id}",
+                    f"{s.gpu_count}× {s.gpu_type_id}" if s.enough_data else "",
+                    s.basis_words,
                     s.monthly_saving_usd,
                 ]
             )
         )
-    total = sum((s.monthly_saving_usd for s in found), ZERO)
+    total = sum((s.monthly_saving_usd for s in found if s.enough_data), ZERO)
     return Table(
         name="rightsizing",
         title="Pods that could use fewer or smaller GPUs",
         columns=columns,
         rows=rows,
-        footer=["Total", "", "", "", None, None, "", None, None, None, None, "", total]
+        footer=["Total", "", "", "", None, None, "", None, None, None, None, "", "", total]
         if rows
         else None,
         default_sort="-saving",

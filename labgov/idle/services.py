@@ -181,4 +181,5 @@ def _tell_admins_of_keeps(notice: StopNotice, actor) -> None:
         f"{notice.idle_since:%Y-%m-%d %H:%M} UTC.",
         url=reverse("idle:notice", args=[notice.pk]),
         dedupe_key=f"idle-notice:{notice.pk}:kept-again",
+        thread_key=f"idle-notice:{notice.pk}",
     )

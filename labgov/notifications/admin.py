@@ -1,7 +1,13 @@
 from django.contrib import admin
 
 from labgov.core.admin import ReadOnlyAdmin
-from labgov.notifications.models import LabWebhook, MutedKind, Notification, WebhookDelivery
+from labgov.notifications.models import (
+    EmailChoice,
+    LabWebhook,
+    MutedKind,
+    Notification,
+    WebhookDelivery,
+)
 
 
 @admin.register(Notification)
@@ -17,8 +23,16 @@ class NotificationAdmin(ReadOnlyAdmin):
         "email_skipped",
     )
     list_filter = ("severity", "kind", "email_skipped")
-    search_fields = ("subject", "recipient__username", "dedupe_key")
+    search_fields = ("subject", "recipient__username", "dedupe_key", "thread_key")
     raw_id_fields = ("recipient", "lab")
+
+
+@admin.register(EmailChoice)
+class EmailChoiceAdmin(ReadOnlyAdmin):
+    list_display = ("user", "delivery", "updated_at")
+    list_filter = ("delivery",)
+    search_fields = ("user__username",)
+    raw_id_fields = ("user",)
 
 
 @admin.register(MutedKind)

@@ -2,9 +2,16 @@ from django import forms
 
 from labgov.core.bounds import BoundedForm
 from labgov.notifications.kinds import Severity, all_kinds
+from labgov.notifications.models import EmailChoice
 
 
 class MutedKindsForm(forms.Form):
+    delivery = forms.ChoiceField(
+        label="Email me my notifications",
+        choices=EmailChoice.Delivery.choices,
+        initial=EmailChoice.Delivery.DIGEST,
+        widget=forms.RadioSelect,
+    )
     muted = forms.MultipleChoiceField(
         label="Do not email me about",
         required=False,

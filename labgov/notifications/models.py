@@ -33,8 +33,16 @@ class Notification(models.Model):
     subject = models.CharField(max_length=200)
     body = models.TextField(blank=True)
     url = models.CharField(max_length=500, blank=True)
-    # The same event never notifies the same person twice, however often it is reported.
+    # The same event never notifies the same person twice, however often it is reported. In
+    # a thread, the key of the latest event told.
     dedupe_key = models.CharField(max_length=200)
+    # One story (a retention case, an alert, a provisioning request) is one notification per
+    # person: each later event of it updates this row in place (its words, its time, unread
+    # again) instead of adding one. Empty: a notification of its own.
+    thread_key = models.CharField(max_length=200, blank=True, default="")
+    # How many events of the thread this person was told (made unread by): 1 for a
+    # notification of its own.
+    times_told = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
     read_at = models.DateTimeField(null=True, blank=True)
     # Set when a sender claims the row, before sending (cleared again if sending fails), so
@@ -58,7 +66,12 @@ class Notification(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["recipient", "dedupe_key"], name="notification_unique_dedupe_key"
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["recipient", "thread_key"],
+                condition=~models.Q(thread_key=""),
+                name="notification_one_row_per_thread",
+            ),
         ]
         indexes = [
             models.Index(fields=["recipient", "read_at"]),
@@ -71,6 +84,23 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.recipient}: {self.subject}"
+
+
+class EmailChoice(models.Model):
+    """How a person wants their notifications emailed. Without a row: the daily digest."""
+
+    class Delivery(models.TextChoices):
+        DIGEST = "digest", "In one digest a day (critical ones at once)"
+        IMMEDIATE = "immediate", "Each at once"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_choice"
+    )
+    delivery = models.CharField(max_length=10, choices=Delivery.choices, default=Delivery.DIGEST)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.delivery}"
 
 
 class MutedKind(models.Model):

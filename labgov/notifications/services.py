@@ -1,6 +1,7 @@
 import datetime as dt
 import ipaddress
 import logging
+import re
 import socket
 import ssl
 import uuid
@@ -11,7 +12,7 @@ import httpx
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
@@ -31,9 +32,29 @@ from labgov.notifications.kinds import (
     label_for,
     severity_at_least,
 )
-from labgov.notifications.models import LabWebhook, MutedKind, Notification, WebhookDelivery
+from labgov.notifications.models import (
+    EmailChoice,
+    LabWebhook,
+    MutedKind,
+    Notification,
+    WebhookDelivery,
+)
 
 log = logging.getLogger(__name__)
+
+
+def tidy(text: str) -> str:
+    """A text put together from pieces reads as one: a sentence that ended in a note that
+    ended in a full stop gets one full stop, not two, and no space before punctuation
+    (an ellipsis "..." is left alone)."""
+    text = _DOUBLE_STOP.sub(".", text)
+    text = _STOP_AFTER_MARK.sub("", text)
+    return _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text)
+
+
+_DOUBLE_STOP = re.compile(r"(?<!\.)\.\.(?!\.)")
+_STOP_AFTER_MARK = re.compile(r"(?<=[!?])\.(?!\.)")
+_SPACE_BEFORE_PUNCTUATION = re.compile(r"[ \t]+([.,;:!?])(?=\s|$)")
 
 
 def notify(
@@ -47,15 +68,21 @@ def notify(
     severity: str | None = None,
     lab: Lab | None = None,
     thread_key: str | None = None,
+    quiet_recipients: Iterable = (),
 ) -> list[int]:
-    """Notify each recipient once per dedupe key, in the app; email critical notifications
-    after commit (the others wait for the daily digest); and when `lab` has an active webhook
-    that wants this severity, post the event there once (not once per recipient).
+    """Notify each recipient once per dedupe key, in the app; email it after commit when it
+    is critical or the person chose to have each notification emailed at once (the others
+    wait for the daily digest); and when `lab` has an active webhook that wants this
+    severity, post the event there once (not once per recipient).
 
-    With `thread_key`, the events of one story (a request approved, being created, running)
-    are one notification per person that each event updates: its words, kind and severity
-    become the latest event's, it is unread again, and it is emailed again (at once when
-    critical, else in the next digest). The webhook still hears of every event.
+    With `thread_key`, the events of one story (a retention case, an alert, a provisioning
+    request) are one notification per person that each event updates: its words, kind and
+    severity become the latest event's, it is unread again (`times_told` counts how often),
+    and it is emailed again as above. The same event, or one whose words are those the
+    person's notification shows already, tells nobody twice. `quiet_recipients` are people
+    who follow the story but are not concerned by this event: a notification of the thread
+    they have already shows the latest words, and stays as read as it was. The webhook
+    still hears of every event.
 
     `severity` defaults to the kind's registered default ("info" for unregistered kinds).
     Returns the ids of the notifications created or updated now (none for ones that
@@ -63,25 +90,25 @@ def notify(
     severity = severity or get_kind(kind).default_severity
     if severity not in SEVERITY_RANK:
         raise ValueError(f"Unknown severity {severity!r}")
-    subject, url = subject[:200], url[:500]
+    subject, body, url = tidy(subject)[:200], tidy(body), url[:500]
     if lab is not None:
         _webhook_enqueue(
             lab=lab, severity=severity, subject=subject, body=body, url=url, dedupe_key=dedupe_key
         )
     people = {r.pk: r for r in recipients if r is not None and r.pk is not None}
-    if not people:
-        return []
+    fields = dict(kind=kind, severity=severity, subject=subject, body=body, url=url)
     if thread_key is not None:
+        quiet = {r.pk for r in quiet_recipients if r is not None and r.pk is not None}
         return _notify_thread(
             people=list(people),
-            kind=kind,
-            severity=severity,
+            quiet=list(quiet - set(people)),
             lab=lab,
-            subject=subject,
-            body=body,
-            url=url,
+            dedupe_key=dedupe_key,
             thread_key=thread_key,
+            **fields,
         )
+    if not people:
+        return []
     existing = set(
         Notification.objects.filter(dedupe_key=dedupe_key, recipient_id__in=people).values_list(
             "recipient_id", flat=True
@@ -91,14 +118,13 @@ def notify(
     if not fresh:
         return []
     now = timezone.now()
-    fields = dict(kind=kind, severity=severity, lab=lab, subject=subject, body=body, url=url)
-    _create(fresh, dedupe_key=dedupe_key, created_at=now, **fields)
+    _create(fresh, dedupe_key=dedupe_key, created_at=now, lab=lab, **fields)
     ids = list(
         Notification.objects.filter(
             dedupe_key=dedupe_key, recipient_id__in=fresh, created_at=now
         ).values_list("pk", flat=True)
     )
-    _email_if_critical(severity, ids)
+    _email_now(severity, ids)
     return ids
 
 
@@ -109,46 +135,61 @@ def _create(people, **fields) -> None:
     )
 
 
-def _email_if_critical(severity: str, ids: list[int]) -> None:
-    if severity == Severity.CRITICAL:
-        for pk in ids:
-            task_enqueue_on_commit("labgov.notifications.tasks.send_notification_email", pk)
+def _email_now(severity: str, ids: list[int]) -> None:
+    """Email at once what is critical, and everything of people who want each at once."""
+    if not ids:
+        return
+    if severity != Severity.CRITICAL:
+        ids = list(
+            Notification.objects.filter(
+                pk__in=ids, recipient__email_choice__delivery=EmailChoice.Delivery.IMMEDIATE
+            ).values_list("pk", flat=True)
+        )
+    for pk in ids:
+        task_enqueue_on_commit("labgov.notifications.tasks.send_notification_email", pk)
 
 
-def _notify_thread(*, people, kind, severity, lab, subject, body, url, thread_key) -> list[int]:
+def _notify_thread(
+    *, people, quiet, kind, severity, lab, subject, body, url, dedupe_key, thread_key
+) -> list[int]:
     now = timezone.now()
-    rows = Notification.objects.filter(dedupe_key=thread_key, recipient_id__in=people)
-    rows.update(
-        kind=kind,
-        severity=severity,
-        subject=subject,
-        body=body,
-        url=url,
+    words = dict(kind=kind, severity=severity, subject=subject, body=body, url=url)
+    thread = Notification.objects.filter(thread_key=thread_key)
+    if quiet:
+        thread.filter(recipient_id__in=quiet).exclude(subject=subject, body=body, url=url).update(
+            **words
+        )
+    if not people:
+        return []
+    rows = thread.filter(recipient_id__in=people)
+    existing = set(rows.values_list("recipient_id", flat=True))
+    # Not the same event again, and not the words the person's notification shows already
+    # (a plain UPDATE: a notify outside a transaction must work, and a race tells twice at
+    # worst).
+    told = rows.exclude(dedupe_key=dedupe_key).exclude(subject=subject, body=body)
+    told_ids = list(told.values_list("pk", flat=True))
+    Notification.objects.filter(pk__in=told_ids).update(
+        **words,
+        dedupe_key=dedupe_key,
         created_at=now,
         read_at=None,
         emailed_at=None,
         email_claim="",
+        email_sent_at=None,
+        email_problem="",
         email_skipped=False,
+        times_told=F("times_told") + 1,
     )
-    existing = set(rows.values_list("recipient_id", flat=True))
-    _create(
-        [pk for pk in people if pk not in existing],
-        kind=kind,
-        severity=severity,
-        lab=lab,
-        subject=subject,
-        body=body,
-        url=url,
-        dedupe_key=thread_key,
-        created_at=now,
-    )
-    ids = list(
-        Notification.objects.filter(dedupe_key=thread_key, recipient_id__in=people).values_list(
-            "pk", flat=True
+    fresh = [pk for pk in people if pk not in existing]
+    _create(fresh, lab=lab, dedupe_key=dedupe_key, thread_key=thread_key, created_at=now, **words)
+    if fresh:
+        told_ids += list(
+            thread.filter(
+                recipient_id__in=fresh, created_at=now, dedupe_key=dedupe_key
+            ).values_list("pk", flat=True)
         )
-    )
-    _email_if_critical(severity, ids)
-    return ids
+    _email_now(severity, told_ids)
+    return told_ids
 
 
 def _link(url: str) -> str:
@@ -250,16 +291,20 @@ def notification_email_send(*, notification_id: int) -> bool:
     return True
 
 
-# A critical notification is emailed at once; one still unsent this long after (its email
-# failed every retry) goes out with the next digest instead of never.
+# A notification emailed at once (critical, or its person wants each at once) that is still
+# unsent this long after (its email failed every retry) goes out with the next digest
+# instead of never.
 CRITICAL_FALLBACK = dt.timedelta(hours=2)
 
 
 def _for_digest(notifications):
-    """Waiting notifications the digest sends: all but critical ones still in their own
-    email's hands."""
+    """Waiting notifications the digest sends: all but those still in their own email's
+    hands."""
     recent = timezone.now() - CRITICAL_FALLBACK
-    return notifications.awaiting_email().exclude(severity=Severity.CRITICAL, created_at__gt=recent)
+    at_once = Q(severity=Severity.CRITICAL) | Q(
+        recipient__email_choice__delivery=EmailChoice.Delivery.IMMEDIATE
+    )
+    return notifications.awaiting_email().exclude(at_once & Q(created_at__gt=recent))
 
 
 def digest_recipient_ids() -> list[int]:
@@ -349,6 +394,23 @@ def muted_kinds_save(*, actor, kinds: Iterable[str]) -> set[str]:
         [MutedKind(user=actor, kind=kind) for kind in sorted(wanted)], ignore_conflicts=True
     )
     return wanted
+
+
+def email_delivery_save(*, actor, delivery: str) -> str:
+    """How a person wants their notifications emailed: each at once, or in the daily digest
+    (critical ones at once either way). A personal preference, not governance: not
+    audited."""
+    if delivery not in EmailChoice.Delivery.values:
+        raise DomainError("Choose at once or the daily digest.", field="delivery")
+    EmailChoice.objects.update_or_create(
+        user=actor, defaults={"delivery": delivery, "updated_at": timezone.now()}
+    )
+    return delivery
+
+
+def email_delivery_of(user) -> str:
+    choice = EmailChoice.objects.filter(user=user).values_list("delivery", flat=True).first()
+    return choice or EmailChoice.Delivery.DIGEST
 
 
 # Webhooks.

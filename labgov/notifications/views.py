@@ -11,6 +11,8 @@ from labgov.core.errors import DomainError
 from labgov.notifications.forms import MutedKindsForm, WebhookForm
 from labgov.notifications.models import LabWebhook, MutedKind, Notification
 from labgov.notifications.services import (
+    email_delivery_of,
+    email_delivery_save,
     muted_kinds_save,
     notification_mark_read,
     notifications_mark_all_read,
@@ -56,14 +58,18 @@ def mark_all_read(request):
 @require_http_methods(["GET", "POST"])
 def mute_settings(request):
     muted = list(MutedKind.objects.filter(user=request.user).values_list("kind", flat=True))
-    form = MutedKindsForm(request.POST or None, initial={"muted": muted})
+    initial = {"muted": muted, "delivery": email_delivery_of(request.user)}
+    form = MutedKindsForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
+            email_delivery_save(actor=request.user, delivery=form.cleaned_data["delivery"])
             muted_kinds_save(actor=request.user, kinds=form.cleaned_data["muted"])
         except DomainError as exc:
-            form.add_error("muted", exc.message)
+            form.add_error(exc.field if exc.field in form.fields else "muted", exc.message)
         else:
-            messages.success(request, "Saved: muted kinds will not be emailed to you.")
+            messages.success(
+                request, "Saved: your notifications are emailed as chosen, muted kinds never."
+            )
             return redirect("notifications:settings")
     return render(request, "notifications/settings.html", {"form": form})
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 from labgov.audit.services import audit_record
 from labgov.retention.blockers import bounded
 from labgov.retention.models import Approval, Hold, RetentionCase, State
-from labgov.retention.services import case_label, record, tell
+from labgov.retention.services import _who, case_label, record, sentence
 from labgov.runpod.errors import RunpodConflict, RunpodError, RunpodNotFound
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.types import PodStatus
@@ -153,7 +153,8 @@ def _refusal_words(case: RetentionCase, exc: RunpodError) -> str:
     labgov knows that the answer names, by name and owner."""
     from labgov.retention.blockers import mounting_pods, pod_words
 
-    said = bounded(exc.detail or exc.title or exc.message, 200)
+    # Runpod's words may end in a full stop of their own.
+    said = bounded(exc.detail or exc.title or exc.message, 200).rstrip(". ")
     words = f"Runpod refused to delete it (HTTP {exc.status}): {said}"
     if case.resource.kind == ResourceKind.NETWORK_VOLUME:
         named = [p for p in mounting_pods(case.resource) if p.runpod_id in (exc.message or "")]
@@ -176,21 +177,18 @@ def _send_back(case: RetentionCase, why: str) -> None:
     case.refused_at = now
     case.updated_at = now
     case.save(update_fields=["state", "note", "refusal", "refused_at", "updated_at"])
-    record(None, case, "return", before=before, note=why)
-    deciders = [
-        case.deletion_requested_by_id,
-        *Approval.objects.filter(case=case, requested_at=case.deletion_requested_at).values_list(
-            "approver_id", flat=True
-        ),
-    ]
-    tell(
+    record(
+        None,
         case,
-        kind="retention.refused",
-        subject=f"Not deleted: the {case_label(case)} needs another look",
-        body=f"labgov did not delete the {case_label(case)}: {why}. The case is open again; "
-        "request and approve its deletion afresh if it should still go.",
-        key=f"refused:{now.isoformat()}",
-        also=deciders,
+        "return",
+        before=before,
+        note=why,
+        words=(
+            "retention.refused",
+            f"Not deleted: the {case_label(case)} needs another look",
+            f"labgov did not delete the {case_label(case)}: {sentence(why)} The case is open "
+            "again; request and approve its deletion afresh if it should still go.",
+        ),
     )
 
 
@@ -231,28 +229,30 @@ def _record_deleted(case: RetentionCase, *, already_gone: bool) -> None:
     case.deleted_at = now
     case.updated_at = now
     case.save(update_fields=["state", "deleted_at", "updated_at"])
-    approvers = list(
+    approvals = list(
         Approval.objects.filter(case=case, requested_at=case.deletion_requested_at)
         .select_related("approver")
-        .values_list("approver__username", flat=True)
+        .order_by("pk")
     )
+    approvers = [a.approver.username for a in approvals]
+    approver_names = [_who(a.approver) for a in approvals]
+    requester = case.deletion_requested_by
     record(
         None,
         case,
         "delete",
         before=before,
         note="Runpod no longer had it (already gone)." if already_gone else "Deleted on Runpod.",
-        requested_by=case.deletion_requested_by.username if case.deletion_requested_by else None,
+        requested_by=requester.username if requester else None,
         approved_by=approvers,
         last_known=case.last_known,
-    )
-    tell(
-        case,
-        kind="retention.deleted",
-        subject=f"Deleted: the {case_label(case)}",
-        body=f"labgov deleted the {case_label(case)} on Runpod, as requested by "
-        f"{case.deletion_requested_by} and approved by {', '.join(approvers)}.",
-        key="deleted",
+        words=(
+            "retention.deleted",
+            f"Deleted: the {case_label(case)}",
+            f"labgov deleted the {case_label(case)} on Runpod, as requested by "
+            f"{_who(requester) if requester else 'nobody known'} and approved by "
+            f"{', '.join(approver_names) or 'nobody known'}.",
+        ),
     )
 
 

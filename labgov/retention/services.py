@@ -108,21 +108,74 @@ def _lock(case: RetentionCase, action: str) -> RetentionCase:
     return locked
 
 
-def recipients(case: RetentionCase, *, also=()) -> list:
-    """The owner and the lab's admins (the institution's admins for a case of no lab), and
-    `also` (user ids: the requester and approvers of a deletion)."""
-    from labgov.accounts.models import User
-
+def _decider_ids(case: RetentionCase) -> set[int]:
     members = Membership.objects.active()
     if case.lab_id is not None:
         members = members.filter(lab_id=case.lab_id, role=Role.LAB_ADMIN)
     else:
         members = members.filter(institution_id=case.institution_id, role=Role.INSTITUTION_ADMIN)
-    ids = set(members.values_list("user_id", flat=True))
+    return set(members.values_list("user_id", flat=True))
+
+
+def recipients(case: RetentionCase, *, also=()) -> list:
+    """Who follows the case: the owner and the lab's admins (the institution's admins for a
+    case of no lab), and `also` (user ids: the requester and approvers of a deletion)."""
+    from labgov.accounts.models import User
+
+    ids = _decider_ids(case)
     if case.owner_id:
         ids.add(case.owner_id)
     ids.update(i for i in also if i)
     return list(User.objects.filter(pk__in=ids, is_active=True))
+
+
+def deletion_people(case: RetentionCase) -> set[int]:
+    """Who asked for and approved the case's current deletion request."""
+    ids = set(
+        Approval.objects.filter(case=case, requested_at=case.deletion_requested_at).values_list(
+            "approver_id", flat=True
+        )
+    )
+    if case.deletion_requested_by_id:
+        ids.add(case.deletion_requested_by_id)
+    return ids
+
+
+def payer_user_id(case: RetentionCase) -> int | None:
+    allocation = case.resource.current_allocation if case.resource.current_allocation_id else None
+    return allocation.user_id if allocation else None
+
+
+def concerned(case: RetentionCase, action: str, actor) -> set[int]:
+    """Who an action on the case concerns: those who can act on what it asks for, and those
+    whose data or money it is; never the person who did it (they know).
+
+    - the case opened by hand, a warning, a review date come, a hold lifted, the case moved
+      to another lab: the owner and the deciders (something to decide);
+    - kept, cancelled: the owner (their data stays);
+    - held, moved to other funding: the owner and whoever pays now;
+    - deletion requested: the deciders who may approve it (not the owner: the warning told
+      them, and the outcome will);
+    - an approval (more may be needed), a withdrawal: nobody (the thread shows it);
+    - deleted, or not deleted (refused, sent back, held): the owner where it was deleted,
+      and the requester and approvers.
+    A case the evaluation opens tells nobody by itself: its first warning follows at once."""
+    owner = {case.owner_id} - {None}
+    if action in ("open", "warn", "reopen", "lift", "follow"):
+        ids = owner | _decider_ids(case) if (action != "open" or actor is not None) else set()
+    elif action in ("keep", "cancel"):
+        ids = owner
+    elif action in ("hold", "move"):
+        ids = owner | ({payer_user_id(case)} - {None})
+    elif action == "request":
+        ids = _decider_ids(case) - {case.deletion_requested_by_id}
+    elif action == "delete":
+        ids = owner | deletion_people(case)
+    elif action in ("return", "held_at_deletion"):
+        ids = deletion_people(case)
+    else:
+        ids = set()
+    return ids - {getattr(actor, "pk", None)}
 
 
 def case_label(case: RetentionCase) -> str:
@@ -134,12 +187,29 @@ def case_label(case: RetentionCase) -> str:
 
 
 def tell(
-    case: RetentionCase, *, kind: str, subject: str, body: str, key: str, severity=None, also=()
+    case: RetentionCase,
+    *,
+    kind: str,
+    subject: str,
+    body: str,
+    key: str,
+    told=None,
+    severity=None,
+    also=(),
 ):
+    """One notification per person per case (its thread), updated at each event: `told`
+    (user ids; default the owner and the deciders) find it unread again; everyone else who
+    follows the case and has it sees its words change, quietly."""
+    from labgov.accounts.models import User
     from labgov.notifications.services import notify
 
+    if told is None:
+        told = _decider_ids(case) | ({case.owner_id} - {None})
+    followers = recipients(case, also=also)
+    told_users = list(User.objects.filter(pk__in=set(told), is_active=True))
     notify(
-        recipients=recipients(case, also=also),
+        recipients=told_users,
+        quiet_recipients=followers,
         kind=kind,
         subject=subject,
         body=body,
@@ -147,11 +217,29 @@ def tell(
         dedupe_key=f"retention:{case.pk}:{key}",
         severity=severity,
         lab=case.lab,
+        thread_key=f"retention:{case.pk}",
     )
 
 
-def record(actor, case: RetentionCase, action: str, *, before: str, note: str = "", **after):
-    """Audit a transition and tell the people concerned, in the caller's transaction."""
+def sentence(text: str) -> str:
+    text = " ".join(text.split())
+    return text if not text or text[-1] in ".!?…" else f"{text}."
+
+
+def record(
+    actor,
+    case: RetentionCase,
+    action: str,
+    *,
+    before: str,
+    note: str = "",
+    words: tuple[str, str, str] | None = None,
+    severity=None,
+    told_also=(),
+    **after,
+):
+    """Audit a transition and tell the people it concerns (`concerned`), in the caller's
+    transaction. `words` (kind, subject, body) replace the plain account of the event."""
     event = audit_record(
         actor=actor,
         action=f"retention.{action}",
@@ -161,15 +249,28 @@ def record(actor, case: RetentionCase, action: str, *, before: str, note: str = 
         after={"state": case.state, "resource": case.resource.runpod_id, **after},
         note=note,
     )
-    words = ACTION_WORDS[action]
+    if words is None:
+        done = ACTION_WORDS[action]
+        words = (
+            "retention.transition",
+            f"Retention: the {case_label(case)} was {done}",
+            f"{_who(actor)} {done} the retention case of the {case_label(case)}"
+            + (f": {sentence(note)}" if note.strip() else ".")
+            + f" Its due date is {case.due_date:%Y-%m-%d}.",
+        )
+    kind, subject, body = words
     tell(
         case,
-        kind="retention.transition",
-        subject=f"Retention: the {case_label(case)} was {words}",
-        body=f"{_who(actor)} {words} the retention case of the {case_label(case)}"
-        + (f": {note}" if note else ".")
-        + f" Its due date is {case.due_date:%Y-%m-%d}.",
+        kind=kind,
+        subject=subject,
+        body=body,
         key=f"event:{event.pk}",
+        told=concerned(
+            case, "held_at_deletion" if action == "hold" and not actor else action, actor
+        )
+        | ({i for i in told_also if i} - {getattr(actor, "pk", None)}),
+        severity=severity,
+        also=deletion_people(case),
     )
     return event
 
@@ -579,14 +680,22 @@ def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> Retenti
         refusal="",
         refused_at=None,
     )
-    record(actor, case, "request", before=before, note=reason, last_known=facts)
-    tell(
+    needed = approvers_required(case)
+    record(
+        actor,
         case,
-        kind="retention.approval_needed",
-        subject=f"Approve or withdraw: deletion of the {case_label(case)}",
-        body=f"{_who(actor)} asks to delete the {case_label(case)}; another person must "
-        "approve it before labgov deletes anything.",
-        key=f"request:{case.deletion_requested_at.isoformat()}",
+        "request",
+        before=before,
+        note=reason,
+        last_known=facts,
+        words=(
+            "retention.approval_needed",
+            f"Approve or withdraw: deletion of the {case_label(case)}",
+            f"{_who(actor)} asks to delete the {case_label(case)}"
+            + (f" ({' '.join(reason.split())})" if reason.strip() else "")
+            + f"; {'another person' if needed == 1 else f'{needed} other people'} must "
+            "approve it before labgov deletes anything.",
+        ),
     )
     return case
 
@@ -708,6 +817,7 @@ def case_include_pod(*, actor, case: RetentionCase, pod: Resource) -> RetentionC
         "include",
         before=before,
         note=f"The {pod_words(pod)} is deleted with the volume, with its own disks.",
+        told_also=[pod.current_allocation.user_id if pod.current_allocation_id else None],
         pod=pod.runpod_id,
         pod_name=pod.name,
         pod_volume_disk_gb=pod.volume_disk_gb,
@@ -777,6 +887,7 @@ def case_follow_payer(*, actor, resource: Resource, before_allocation_id: int | 
         url=reverse("retention:list"),
         dedupe_key=f"retention:{case.pk}:follow-old:{event.pk}",
         lab=old_lab,
+        thread_key=f"retention:{case.pk}",
     )
 
 

@@ -555,6 +555,14 @@ class SimulatorServer:
                 return Response(204)
             if method == "GET":
                 return json_response(200, {"faults": [asdict(f) for f in self.faults]})
+        if path == "/_sim/pods-at" and method == "POST":
+            # The pods as GET /v2/pods listed them at a past moment, utilization included:
+            # what labgov would have sampled had it been polling then (the demo's history).
+            moment = dt.datetime.fromisoformat(str(data["at"]))
+            if moment.tzinfo is None:
+                raise ValueError("at needs a time zone offset")
+            pods = self.state.list_pods(include_cluster_pods=True, at=int(moment.timestamp()))
+            return json_response(200, {"pods": pods})
         if path == "/_sim/balance" and method == "POST":
             self.state.set_balance(Decimal(str(data["balanceUsd"])))
             return json_response(200, {"balanceUsd": self.state.balance_usd})

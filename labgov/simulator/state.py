@@ -151,9 +151,15 @@ class SimState:
 
     # Reads, as the API's JSON objects.
 
-    def list_pods(self, *, include_cluster_pods: bool = False) -> list[dict]:
+    def list_pods(self, *, include_cluster_pods: bool = False, at: int | None = None) -> list[dict]:
+        """The pods as GET /v2/pods lists them now, or as it listed them at `at` (an epoch
+        second in the past: the demo's utilization history, /_sim/pods-at)."""
         with self._lock:
             now = self._clock.now()
+            if at is not None:
+                if at > now:
+                    raise ValueError("at is in the simulator's future")
+                now = at
             pods = list(self._pods.values())
             if include_cluster_pods:
                 pods += [p for members in self._cluster_pods.values() for p in members]

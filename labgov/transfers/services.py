@@ -208,6 +208,7 @@ def _notify(*, recipients, kind: str, transfer: CostTransfer, subject: str, body
         body=body,
         url=reverse("transfers:list"),
         dedupe_key=f"{kind}:{transfer.pk}",
+        thread_key=f"cost_transfer:{transfer.pk}",
     )
 
 

@@ -313,6 +313,7 @@ def _notify(*, recipients, move: SpendMove, subject: str, body: str = "") -> Non
         body=body,
         url=reverse("transfers:list"),
         dedupe_key=f"spend-move:{move.state}:{move.pk}",
+        thread_key=f"spend-move:{move.pk}",
     )
 
 

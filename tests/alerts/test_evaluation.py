@@ -30,10 +30,14 @@ def stopped(world, account, clock):
 
 
 def _notified(alert):
+    """Who was told of the alert, once for each time their notification of it (its thread)
+    was made unread."""
     return sorted(
-        Notification.objects.filter(dedupe_key__startswith=f"alert:{alert.pk}:").values_list(
-            "recipient__username", flat=True
-        )
+        username
+        for username, times in Notification.objects.filter(
+            thread_key=f"alert:{alert.pk}"
+        ).values_list("recipient__username", "times_told")
+        for _ in range(times)
     )
 
 
@@ -144,10 +148,10 @@ def test_escalation_notifies_again_once_per_level(world, account, clock):
     evaluate(world)
     alert.refresh_from_db()
     assert alert.state == Alert.State.OPEN and alert.level == 80
-    keys = set(
-        Notification.objects.filter(recipient=world.member).values_list("dedupe_key", flat=True)
-    )
-    assert keys == {f"alert:{alert.pk}:open", f"alert:{alert.pk}:level-80"}
+    # One notification of the alert, told twice: at the opening, and at the new level.
+    mine = Notification.objects.get(recipient=world.member)
+    assert (mine.thread_key, mine.dedupe_key) == (f"alert:{alert.pk}", f"alert:{alert.pk}:level-80")
+    assert mine.times_told == 2
 
 
 def test_people_who_may_not_manage_cannot_change_alerts(world, stopped, clock):

@@ -61,7 +61,9 @@ def test_settings_page_lists_kinds_by_label_and_saves(world, client_for, test_ki
     client = client_for(world.member)
     page = client.get(reverse("notifications:settings")).content.decode()
     assert "Alpha things happened" in page and "A request was denied" in page
-    response = client.post(reverse("notifications:settings"), {"muted": ["test.beta"]})
+    response = client.post(
+        reverse("notifications:settings"), {"muted": ["test.beta"], "delivery": "digest"}
+    )
     assert response.status_code == 302
     assert set(MutedKind.objects.filter(user=world.member).values_list("kind", flat=True)) == {
         "test.beta"

@@ -25,13 +25,17 @@ def _evaluate(world):
 
 
 def _warnings(case):
-    return list(
-        Notification.objects.filter(
-            kind="retention.warning", dedupe_key__startswith=f"retention:{case.pk}:"
+    """(person, the latest warning's key) of each notification of the case (its thread), once
+    for each time it was made unread."""
+    return [
+        (recipient, key)
+        for recipient, key, times in Notification.objects.filter(
+            kind="retention.warning", thread_key=f"retention:{case.pk}"
         )
         .order_by("id")
-        .values_list("recipient_id", "dedupe_key")
-    )
+        .values_list("recipient_id", "dedupe_key", "times_told")
+        for _ in range(times)
+    ]
 
 
 @pytest.fixture
@@ -132,9 +136,12 @@ def test_warnings_exactly_once_each(world, policy, volume, clock):
     clock.shift(6 * DAY)  # 1 day left
     _evaluate(world)
     _evaluate(world)
-    keys = [key for _, key in _warnings(case)]
-    assert sorted(keys) == sorted(
-        [f"retention:{case.pk}:warn:{d}" for d in (30, 7, 1) for _ in range(2)]
+    # Each person's one notification of the case was told three times, the last the 1-day
+    # step's.
+    assert sorted(_warnings(case)) == sorted(
+        (person, f"retention:{case.pk}:warn:1")
+        for person in (world.member.pk, world.lab_admin.pk)
+        for _ in range(3)
     )
 
 

@@ -208,3 +208,23 @@ def test_paths_outside_the_api_are_404_without_a_key(sim):
     response = httpx.get(sim.base_url + "/")
     assert response.status_code == 404
     assert sim.requests == []
+
+
+def test_pods_at_a_past_moment_report_what_their_gpus_did_then(sim, api):
+    """/_sim/pods-at (the demo's utilization history): the idle-from pod was busy before
+    10:30 and idle after; a moment in the simulator's future or without a zone is refused."""
+    pod_id = "m8n7b6v5c4x3z2"  # idle from 2026-11-20T10:30Z, the scenario's now is 14:30
+
+    def gpus_at(moment):
+        answer = api.post("/_sim/pods-at", {"at": moment})
+        assert answer.status_code == 200
+        (pod,) = [p for p in answer.json()["pods"] if p["id"] == pod_id]
+        return [g["util"] for g in pod["runtime"]["gpus"]]
+
+    assert min(gpus_at("2026-11-20T10:00:00Z")) >= 35
+    assert max(gpus_at("2026-11-20T12:00:00Z")) <= 2
+    before_it_ran = api.post("/_sim/pods-at", {"at": "2026-11-20T08:00:00Z"}).json()["pods"]
+    assert pod_id not in {p["id"] for p in before_it_ran}
+    future = api.post("/_sim/pods-at", {"at": "2026-11-21T00:00:00Z"})
+    assert future.status_code == 400 and "future" in future.json()["detail"]
+    assert api.post("/_sim/pods-at", {"at": "2026-11-20T10:00:00"}).status_code == 400

@@ -20,7 +20,7 @@ H = dt.timedelta(hours=1)
 
 @pytest.fixture
 def oversized(world, account, catalog, draft, clock):  # noqa: F811 - fixtures
-    """8 × H100 for 10 hours of which one GPU worked (90 %, 40 % of its memory)."""
+    """8 × H100 for 30 hours of which one GPU worked (90 %, 40 % of its memory)."""
     pod = make_pod(
         account,
         world.allocation,
@@ -30,9 +30,9 @@ def oversized(world, account, catalog, draft, clock):  # noqa: F811 - fixtures
         cloud="SECURE",
         cost_per_hr_usd=D("35.12"),
     )
-    samples(pod, T0 - 10 * H, T0, util=90, mem=40, busy=1)
-    for hour in range(10):
-        bill(pod, T0 - (10 - hour) * H, disk="0", gpu="35.12", allocation=world.allocation)
+    samples(pod, T0 - 30 * H, T0, util=90, mem=40, busy=1)
+    for hour in range(30):
+        bill(pod, T0 - (30 - hour) * H, disk="0", gpu="35.12", allocation=world.allocation)
     request = draft(gpu_type_id=H100, gpu_count=8)
     ProvisioningRequest.objects.filter(pk=request.pk).update(state="provisioned")
     request.resources.add(pod)
@@ -44,11 +44,12 @@ def test_one_busy_gpu_of_eight_suggests_one_smaller_gpu_with_the_monthly_saving(
     (s,) = suggestions(world.lab, now=T0)
     assert s.pod == pod and s.request == request
     assert (s.gpu_count, s.gpu_type_id) == (1, "NVIDIA A40")  # 32 GB peak × 1.2 fits 48 GB
-    assert s.usage.hours == 10 and s.usage.busy_gpus_max == 1
+    assert s.usage.hours == 30 and s.usage.busy_gpus_max == 1
     assert s.usage.util_mean == pytest.approx(11.25) and s.usage.memory_util_max == 40
-    assert s.billed_usd == D("351.20")
-    # ($35.12 − $0.40) × 10 h in 30 days, scaled to a 730-hour month
-    assert s.monthly_saving_usd == (D("35.12") - D("0.40")) * 10 * D(730) / D(720)
+    assert s.billed_usd == D("1053.60")
+    # ($35.12 − $0.40) × 30 h in 30 days, scaled to a 730-hour month
+    assert s.monthly_saving_usd == (D("35.12") - D("0.40")) * 30 * D(730) / D(720)
+    assert s.basis_words == "1.3 days of samples (30 hours)"
 
 
 def test_a_pod_that_uses_its_gpus_is_not_listed(world, account, catalog, clock):  # noqa: F811
@@ -65,7 +66,8 @@ def test_page_and_csv_for_who_may_see_the_lab(world, oversized, client_for):
     assert client_for(world.outsider).get(url).status_code == 404
     response = client_for(world.lab_admin).get(url + "?format=csv")
     text = response.content.decode()
-    assert "eight-for-one" in text and "1× NVIDIA A40" in text and "352.02" in text
+    assert "eight-for-one" in text and "1× NVIDIA A40" in text and "1056.07" in text
+    assert "1.3 days of samples (30 hours)" in text
 
 
 def test_idle_pages_and_policy_permissions(world, client_for):
@@ -170,3 +172,51 @@ def test_keep_running_is_capped_at_the_policy_counted_and_the_admins_hear_of_the
     assert notice.keeps == 3 and Notification.objects.filter(kind="idle.kept_again").count() == 1
     page = member.get(reverse("idle:notice", args=[notice.pk])).content.decode()
     assert "kept 3 times" in page
+
+
+@pytest.mark.usefixtures("catalog", "clock")
+def test_less_than_a_day_of_samples_suggests_no_saving_and_says_so(world, account, client_for):
+    """An 8 × H100 pod idle but for one GPU over 10 sampled hours: the rules would suggest
+    one A40, but 10 hours is no basis for giving up GPUs."""
+    pod = make_pod(
+        account,
+        world.allocation,
+        name="ten-hours-young",
+        gpu_type_id=H100,
+        gpu_count=8,
+        cloud="SECURE",
+        cost_per_hr_usd=D("35.12"),
+    )
+    samples(pod, T0 - 10 * H, T0, util=90, mem=40, busy=1)
+    (s,) = suggestions(world.lab, now=T0)
+    assert not s.enough_data and s.monthly_saving_usd is None
+    assert s.basis_words == "not enough data yet: 10 hours of samples"
+    url = reverse("idle:right_sizing", args=[world.lab.pk])
+    page = client_for(world.lab_admin).get(url).content.decode()
+    assert "not enough data yet: 10 hours of samples" in page
+    assert "NVIDIA A40" not in page  # no GPU suggested
+    csv_rows = client_for(world.lab_admin).get(url + "?format=csv").content.decode()
+    (row,) = [line for line in csv_rows.splitlines() if "ten-hours-young" in line]
+    assert row.rstrip().endswith("not enough data yet: 10 hours of samples,")
+
+
+@pytest.mark.usefixtures("catalog", "clock")
+def test_a_day_of_samples_is_enough_and_the_short_one_waits_below_it(world, account):
+    young, grown = (
+        make_pod(
+            account,
+            world.allocation,
+            name=name,
+            gpu_type_id=H100,
+            gpu_count=8,
+            cloud="SECURE",
+            cost_per_hr_usd=D("35.12"),
+        )
+        for name in ("young", "grown")
+    )
+    samples(young, T0 - 23 * H, T0, util=90, mem=40, busy=1)
+    samples(grown, T0 - 24 * H, T0, util=90, mem=40, busy=1)
+    found = suggestions(world.lab, now=T0)
+    assert [(s.pod, s.enough_data) for s in found] == [(grown, True), (young, False)]
+    assert found[0].basis_words == "1.0 days of samples (24 hours)"
+    assert found[0].monthly_saving_usd > 0

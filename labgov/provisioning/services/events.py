@@ -23,11 +23,6 @@ SUBJECTS = {
 }
 
 
-# From approval to a running pod (or its failure and retries) is one story: each person gets
-# one notification of it, updated as it goes, not one per step.
-PROGRESS = {"approve", "auto_approve", "provision", "provisioned", "fail", "retry"}
-
-
 def approvers_of(lab) -> list[User]:
     """Who reviews the lab's requests: its lab admins; when it has none, the institution's
     admins."""
@@ -80,6 +75,8 @@ def record(
         recipients += approvers_of(req.lab)
     actor_pk = getattr(actor, "pk", None)
     recipients = [r for r in recipients if r.pk != actor_pk]
+    # A request, from its submission to a running pod (or its failure and retries), is one
+    # story: each person gets one notification of it, updated as it goes, not one per step.
     notify(
         recipients=recipients,
         kind=f"provisioning.{event}",
@@ -88,6 +85,6 @@ def record(
         url=reverse("provisioning:detail", args=[req.pk]),
         dedupe_key=f"provisioning_request:{req.pk}:{event}:{audit.pk}",
         lab=req.lab,
-        thread_key=f"provisioning_request:{req.pk}:progress" if event in PROGRESS else None,
+        thread_key=f"provisioning_request:{req.pk}",
     )
     return audit

@@ -168,7 +168,8 @@ def explain(exc: RunpodError, req: ProvisioningRequest | None = None) -> str:
             "and submit the request with another GPU type, cloud or data center."
         )
     if isinstance(exc, RunpodRequestInvalid):
-        detail = exc.detail or "; ".join(exc.errors) or exc.message
+        # Runpod's words may end in a full stop of their own.
+        detail = (exc.detail or "; ".join(exc.errors) or exc.message).rstrip(". ")
         return (
             f"Runpod refused the {thing} as invalid ({exc.status}): {detail}. If the request needs "
             "changing, cancel it and submit a corrected one; otherwise retry."
@@ -178,7 +179,8 @@ def explain(exc: RunpodError, req: ProvisioningRequest | None = None) -> str:
             f"Runpod did not answer in time ({exc.message}). The {thing} may or may not have been "
             "created: retrying looks for it first, so it is never created twice."
         )
-    return f"Runpod answered with an error: {exc.message} Retry, or cancel the request."
+    said = (exc.message or "").rstrip(". ")
+    return f"Runpod answered with an error: {said}. Retry, or cancel the request."
 
 
 def _colon(detail: str) -> str:

@@ -17,6 +17,10 @@ from labgov.funding.services import allocation_create, funding_source_create
 
 DEMO_SLUG = "northfield"
 SIM_ACCOUNT = "Northfield Runpod (simulator)"
+# The utilization history the demo starts with: enough for an idle alert at once and for
+# right-sizing's one day of samples.
+HISTORY_HOURS = 30
+HISTORY_STEP = dt.timedelta(minutes=15)
 DEMO_PASSWORD = "labgov-demo"  # noqa: S105 - printed for the demo, never used in production
 
 PEOPLE = [
@@ -77,6 +81,7 @@ class Command(BaseCommand):
         if run.status == SyncRun.Status.SUCCEEDED:
             self.stdout.write(self.style.SUCCESS(f"Synced {run.counts.get('records', 0)} records."))
             self._confirm_tags(account)
+            self._utilization_history(account, url)
             self._claim_stopped_pod(account)
         else:
             self.stdout.write(self.style.WARNING(f"Sync {run.status}: {run.error}"))
@@ -102,6 +107,38 @@ class Command(BaseCommand):
             )
             if person is not None:
                 tag_claim_confirm(actor=person, claim=claim)
+
+    def _utilization_history(self, account, url: str) -> None:
+        """The utilization labgov would have sampled had it been polling the simulator for
+        the last HISTORY_HOURS (every HISTORY_STEP), so the demo's running-idle pod has its
+        alert and right-sizing has days to go on from the first page, not two hours after
+        the first sync. Samples are idempotent: seeding again writes the same rows."""
+        import httpx
+
+        from labgov.runpod.parsing import decode_json, parse_pods
+        from labgov.utilization.recording import samples_record
+
+        base = url.rstrip("/")
+        now = timezone.now().replace(second=0, microsecond=0)
+        moment = now - dt.timedelta(hours=HISTORY_HOURS)
+        moment = moment.replace(minute=moment.minute - moment.minute % 5)
+        written = 0
+        with httpx.Client(timeout=10, headers={"Authorization": "Bearer sim-key"}) as client:
+            while moment < now:
+                answer = client.post(f"{base}/_sim/pods-at", json={"at": moment.isoformat()})
+                if answer.status_code != 200:
+                    self.stdout.write(
+                        self.style.WARNING(
+                            f"No utilization history: the simulator answered {answer.status_code}."
+                        )
+                    )
+                    return
+                pods = parse_pods(decode_json(answer.content))
+                written += samples_record(account=account, pods=pods, now=moment)[
+                    "utilization_samples"
+                ]
+                moment += HISTORY_STEP
+        self.stdout.write(f"Recorded {written} utilization samples of the last {HISTORY_HOURS} h.")
 
     def _claim_stopped_pod(self, account) -> None:
         """Journey 3 in the demo: Pia claims Kim's forgotten annotation pod from the
