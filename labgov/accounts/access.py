@@ -465,3 +465,23 @@ def spend_q(user) -> Q:
         | Q(lab_id__in=scope.admin_labs)
         | Q(user_id=scope.user_id)
     )
+
+
+def institutions_of(user) -> frozenset[int]:
+    """Every institution a person has or had a role in (ended roles too: an ended member still
+    sees their own history), and their home institution: the institutions whose data their
+    pages may show and their writes may touch (labgov/core/dataversion.py). One query."""
+    if user is None or not user.is_authenticated:
+        return frozenset()
+    found = set(Membership.objects.filter(user_id=user.pk).values_list("institution_id", flat=True))
+    if user.home_institution_id is not None:
+        found.add(user.home_institution_id)
+    return frozenset(found)
+
+
+def write_institutions(user) -> frozenset[int] | None:
+    """The institutions a person's writes may concern, or None for any (staff edit everything
+    through the Django admin; an anonymous visitor's writes name no institution)."""
+    if user is None or not user.is_authenticated or user.is_staff or user.is_superuser:
+        return None
+    return institutions_of(user) or None
