@@ -102,8 +102,8 @@ _COPY_OUT = re.compile(r"\s*copy\b.*\bto\s+stdout\b", re.I | re.S)
 _TARGET = re.compile(r'\s*(?:insert\s+into|update|delete\s+from)\s+"?(\w+)"?', re.I)
 _READ_ONLY_WITH = re.compile(r"\b(?:insert|update|delete|merge)\b", re.I)
 # Every table a statement may write: the targets of its INSERT, UPDATE, DELETE, MERGE and
-# COPY … FROM (in a WITH too). A word after UPDATE that is no table ("FOR UPDATE SKIP") is
-# read as one, and unknown tables are shared: the error is on the side of retiring more.
+# COPY … FROM (in a WITH too). A word read as a table that is none is unknown, and unknown
+# tables are shared: any error is on the side of retiring more.
 _TARGETS = re.compile(
     r'\b(?:insert\s+into|update|delete\s+from|merge\s+into|copy)\s+(?:only\s+)?"?(\w+)"?',
     re.I,
