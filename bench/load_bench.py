@@ -1,14 +1,17 @@
-"""Load benchmark: the student's and the lab admin's dashboards through gunicorn with the
-deploy config, 16 concurrent clients, with the page cache off and on.
+"""Load benchmark: the student's, the lab admin's and finance's dashboards through gunicorn
+with the deploy config, 16 concurrent clients, with the page cache off and on.
 
     .venv/bin/python bench/load_bench.py [--records 10000000] [--reuse] [--seconds 20]
+        [--database labgov_loadbench] [--port N] [--modes off,on] [--pages student,lab,finance]
+        [--workers N --threads N]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth), Redis, and wrk (Debian
 package `wrk`). Builds the database `labgov_loadbench` with bench/dashboard_bench.py's
 builder (one institution, 20 labs, 1,000 people and resources, `--records` hourly billing
 records, rollups by the sync's own functions); `--reuse` keeps and reuses it (it is built
 when missing). Then, twice (LABGOV_PAGE_CACHE_SECONDS=0, then the default), it starts
-gunicorn as the web unit does (deploy/gunicorn.conf.py; 5 workers x 2 threads, DEBUG=0,
+gunicorn as the web unit does (deploy/gunicorn.conf.py with its own workers and threads
+unless `--workers`/`--threads` are given; DEBUG=0, on `--port` or a free one,
 fresh secrets, statics collected into a scratch STATIC_ROOT, LABGOV_CACHE_URL at Redis
 database `--redis-db`, which it empties first), opens a session for the student and for the
 lab admin, checks each page answers 200 with that person's page, and runs wrk with 16
@@ -38,7 +41,7 @@ import dashboard_bench  # noqa: E402 - the builder this benchmark shares
 
 DB = "labgov_loadbench"
 VENV_BIN = Path(sys.executable).parent
-PAGES = ("student", "lab")
+PAGES = ("student", "lab", "finance")
 
 
 def _free_port() -> int:
@@ -64,7 +67,12 @@ def _world(records: int, reuse: bool) -> dict:
         from labgov.runpod.models import BillingRecord
 
         print(f"reusing {DB} ({BillingRecord.objects.count():,} billing records)", flush=True)
-        return {"lab_admin": lab_admin, "student": student, "lab": Lab.objects.get(slug="lab-00")}
+        return {
+            "lab_admin": lab_admin,
+            "student": student,
+            "finance": User.objects.get(username="finance"),
+            "lab": Lab.objects.get(slug="lab-00"),
+        }
     connection = dashboard_bench._database(DB)
     dashboard_bench._use(connection)
     started = time.perf_counter()
@@ -195,6 +203,21 @@ def _statuses(log_path: Path, path: str, user_id: int) -> dict[str, int]:
     return counts
 
 
+def _gunicorn_shape(env: dict) -> tuple[int, int]:
+    """The workers and threads deploy/gunicorn.conf.py gives in this environment."""
+    code = "import runpy; c = runpy.run_path('deploy/gunicorn.conf.py'); "
+    code += "print(c['workers'], c['threads'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**env, "PROMETHEUS_MULTIPROC_DIR": tempfile.gettempdir()},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return int(out[0]), int(out[1])
+
+
 def main() -> None:
     global DB
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -203,8 +226,11 @@ def main() -> None:
     parser.add_argument("--database", default=DB, help=f"its name (default {DB})")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, help="default: deploy/gunicorn.conf.py's")
+    parser.add_argument("--threads", type=int, help="default: deploy/gunicorn.conf.py's")
+    parser.add_argument("--port", type=int, help="gunicorn's (default: a free one)")
+    parser.add_argument("--modes", default="off,on", help="page cache off, on, or both")
+    parser.add_argument("--pages", default=",".join(PAGES), help="of " + ", ".join(PAGES))
     parser.add_argument("--redis-db", type=int, default=7)
     args = parser.parse_args()
 
@@ -229,9 +255,17 @@ def main() -> None:
     redis.Redis.from_url(redis_url).flushdb()
     world = _world(args.records, args.reuse)
     student, lab_admin, lab = world["student"], world["lab_admin"], world["lab"]
-    users = {"student": student, "lab": lab_admin}
+    users = {"student": student, "lab": lab_admin, "finance": world["finance"]}
+    pages = [page for page in args.pages.split(",") if page]
+    unknown = set(pages) - set(PAGES)
+    if unknown:
+        raise SystemExit(f"no such page: {', '.join(sorted(unknown))}")
     cookies = {page: _session_cookie(user) for page, user in users.items()}
-    paths = {"student": reverse("dashboard:me"), "lab": reverse("dashboard:lab", args=[lab.pk])}
+    paths = {
+        "student": reverse("dashboard:me"),
+        "lab": reverse("dashboard:lab", args=[lab.pk]),
+        "finance": reverse("dashboard:institution"),
+    }
     # The person's name is in the menu bar; the page's own heading in its body.
     from labgov.funding.models import Allocation
 
@@ -239,12 +273,13 @@ def main() -> None:
     expected = {
         "student": [f"<span>{student}</span>", "<h1>My spend</h1>", grant.funding_source.name],
         "lab": [f"<span>{lab_admin}</span>", f"<h1>{lab.name} <small>spend"],
+        "finance": [f"<span>{world['finance']}</span>"],
     }
     database_url = connections["default"].settings_dict
     connections.close_all()
 
     tmp = Path(tempfile.mkdtemp(prefix="labgov-loadbench-"))
-    port = _free_port()
+    port = args.port or _free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
         "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -259,12 +294,16 @@ def main() -> None:
         "STATIC_ROOT": str(tmp / "static"),
         "LABGOV_VAR_DIR": str(tmp),
         "GUNICORN_BIND": f"127.0.0.1:{port}",
-        "GUNICORN_WORKERS": str(args.workers),
-        "GUNICORN_THREADS": str(args.threads),
         # wrk speaks plain http to gunicorn itself (nginx is not what is measured here).
         "SECURE_SSL_REDIRECT": "0",
         "LABGOV_LOG_FORMAT": "json",
     }
+    if args.workers:
+        env["GUNICORN_WORKERS"] = str(args.workers)
+    if args.threads:
+        env["GUNICORN_THREADS"] = str(args.threads)
+    workers, threads = _gunicorn_shape(env)
+    modes = [m for m in (("cache off", "0"), ("cache on", None)) if m[0][6:] in args.modes]
     results: dict = {}
     try:
         subprocess.run(
@@ -273,14 +312,14 @@ def main() -> None:
             env=env,
             check=True,
         )
-        for mode, seconds in (("cache off", "0"), ("cache on", None)):
+        for mode, seconds in modes:
             run_env = dict(env)
             if seconds is not None:
                 run_env["LABGOV_PAGE_CACHE_SECONDS"] = seconds
             log_path = tmp / f"gunicorn-{mode.replace(' ', '-')}.log"
             with Gunicorn(run_env, log_path):
                 _wait_ready(base, time.monotonic() + 60)
-                for page in PAGES:
+                for page in pages:
                     for _ in range(3):  # every worker's first request, and the cache's
                         _check_page(base, paths[page], cookies[page], expected[page])
                     load_before = os.getloadavg()
@@ -293,7 +332,7 @@ def main() -> None:
                     figures["load_average_before"] = [round(x, 2) for x in load_before]
                     results.setdefault(mode, {})[page] = figures
                     print(f"{mode:<10} {page:<8} {figures}", flush=True)
-            for page in PAGES:
+            for page in pages:
                 statuses = _statuses(log_path, paths[page], users[page].pk)
                 results[mode][page]["statuses"] = statuses
                 if (
@@ -309,7 +348,7 @@ def main() -> None:
 
     print(
         f"\n{args.records:,} records, {args.connections} connections, {args.seconds} s per page, "
-        f"gunicorn {args.workers} workers x {args.threads} threads on {os.cpu_count()} cores"
+        f"gunicorn {workers} workers x {threads} threads on {os.cpu_count()} cores"
     )
     print(f"{'':<10} {'page':<8}{'req/s':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}  load average")
     for mode, pages in results.items():
@@ -325,8 +364,8 @@ def main() -> None:
         "records": args.records,
         "connections": args.connections,
         "seconds": args.seconds,
-        "workers": args.workers,
-        "threads": args.threads,
+        "workers": workers,
+        "threads": threads,
         "cores": os.cpu_count(),
         "results": results,
     }

@@ -5,8 +5,14 @@ import shutil
 import tempfile
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1))
-threads = int(os.environ.get("GUNICORN_THREADS", "2"))
+# One single-threaded worker per core: a dashboard request is CPU-bound Python (its database
+# waits are a few ms), so more processes or threads than cores only queue inside the machine
+# and stretch the slow tail. Measured with bench/load_bench.py at 1M records, 16 connections,
+# page cache off, on 2 cores: 2 x 1 answered more and with a lower p99 than 5 x 2 (the old
+# 2 x cores + 1 with 2 threads), 2 x 2 and 3 x 1 (README, "Benchmarks"). nginx holds the
+# connections waiting meanwhile.
+workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count()))
+threads = int(os.environ.get("GUNICORN_THREADS", "1"))
 timeout = 60
 graceful_timeout = 30
 accesslog = "-"

@@ -90,6 +90,7 @@ MIDDLEWARE = [
     "labgov.core.middleware.RealErrorPagesMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "labgov.accounts.middleware.WriteScopeMiddleware",  # whose writes (core/dataversion.py)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "labgov.core.middleware.HtmxHistoryMiddleware",

@@ -15,7 +15,7 @@
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
@@ -34,6 +34,9 @@ class Scope:
     institution_labs: frozenset[int] = frozenset()
     # Institutions in which this person is a lab admin.
     lab_admin_institutions: frozenset[int] = frozenset()
+    # Every institution of every role they have or had, ended and future ones too (their own
+    # history stays theirs to see): read by the page cache's data versions.
+    all_institutions: frozenset[int] = frozenset()
 
     @property
     def money_institutions(self) -> frozenset[int]:
@@ -86,12 +89,21 @@ def scope_for(user) -> Scope:
         return cached[1]
     version = _roles_version
     admin_inst, finance_inst, admin_labs, member_labs = set(), set(), set(), set()
-    lab_admin_inst = set()
-    for role, institution_id, lab_id in (
-        Membership.objects.active()
-        .filter(user=user)
-        .values_list("role", "institution_id", "lab_id")
+    lab_admin_inst, all_inst = set(), set()
+    # Every role in the one query, each marked whether it grants access today (the active()
+    # rule, in SQL).
+    active = ExpressionWrapper(
+        Q(pk__in=Membership.objects.active().filter(user=user).values("pk")),
+        output_field=BooleanField(),
+    )
+    for role, institution_id, lab_id, is_active in (
+        Membership.objects.filter(user=user)
+        .annotate(is_active=active)
+        .values_list("role", "institution_id", "lab_id", "is_active")
     ):
+        all_inst.add(institution_id)
+        if not is_active:
+            continue
         if role == Role.INSTITUTION_ADMIN:
             admin_inst.add(institution_id)
         elif role == Role.FINANCE:
@@ -116,6 +128,7 @@ def scope_for(user) -> Scope:
         member_labs=frozenset(member_labs),
         institution_labs=frozenset(institution_labs),
         lab_admin_institutions=frozenset(lab_admin_inst),
+        all_institutions=frozenset(all_inst),
     )
     user._labgov_scope = (version, scope)
     return scope
@@ -465,3 +478,23 @@ def spend_q(user) -> Q:
         | Q(lab_id__in=scope.admin_labs)
         | Q(user_id=scope.user_id)
     )
+
+
+def institutions_of(user) -> frozenset[int]:
+    """Every institution a person has or had a role in (ended roles too: an ended member still
+    sees their own history), and their home institution: the institutions whose data their
+    pages may show and their writes may touch (labgov/core/dataversion.py)."""
+    if user is None or not user.is_authenticated:
+        return frozenset()
+    found = scope_for(user).all_institutions  # no query when the page read the scope already
+    if user.home_institution_id is not None:
+        found = found | {user.home_institution_id}
+    return found
+
+
+def write_institutions(user) -> frozenset[int] | None:
+    """The institutions a person's writes may concern, or None for any (staff edit everything
+    through the Django admin; an anonymous visitor's writes name no institution)."""
+    if user is None or not user.is_authenticated or user.is_staff or user.is_superuser:
+        return None
+    return institutions_of(user) or None

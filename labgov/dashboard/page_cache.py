@@ -15,11 +15,14 @@ and the key holds:
   sees it, so it neither makes a new entry nor echoes back);
 - the UTC date and hour: "today", the default ranges and the forecasts move with them (and an
   institution's own date turns on a UTC hour too);
-- the data version (labgov/core/dataversion.py), stored beside the page rather than in the
-  key, so one round trip reads both: a page stored under another version is not used.
+- the data versions (labgov/core/dataversion.py), stored beside the page rather than in the
+  key: the global one (read with the page in one round trip) and those of the viewer's
+  institutions (a second): a page stored under other versions is not used.
 
 A write that changes what a page shows (a sync, a governance change, a membership revoked)
-moves the version on when it commits; the time to live is a backstop for text that ages by
+moves the versions of the institutions it concerns on when it commits (people, memberships
+and writes of unknown reach move the global one): a sync or a change in institution B
+retires none of institution A's pages. The time to live is a backstop for text that ages by
 itself.
 
 The pages live in the "pages" cache (settings: a Redis instance of their own with an LRU
@@ -40,6 +43,7 @@ from django.http import QueryDict
 from django.middleware.csrf import get_token
 from django.utils import timezone
 
+from labgov.accounts import access
 from labgov.core import dataversion
 
 logger = logging.getLogger(__name__)
@@ -134,21 +138,38 @@ def cached_body(request, page: str, render: Callable[[], str]) -> str:
             found = cache.get_many([dataversion.KEY, key])
             version = found.get(dataversion.KEY) or dataversion.current()
             entry = found.get(key)
+        if _current(entry, version):
+            request.labgov_cache = "hit"
+            return entry[2]
+        # Read before the page is computed: a write committing meanwhile leaves it stored
+        # under versions already dead.
+        institutions = dataversion.versions(access.institutions_of(request.user))
     except Exception:
         # Without the cache the page is slower, not wrong: compute it.
         logger.exception("The page cache could not be read")
         return render()
-    if entry is not None and entry[0] == version:
-        request.labgov_cache = "hit"
-        return entry[1]
     body = render()
     try:
         if _may_store(cache, request):
-            cache.set(key, (version, body), seconds)
+            cache.set(key, (version, institutions, body), seconds)
             request.labgov_cache = "miss"
     except Exception:
         logger.exception("The page cache could not be written")
     return body
+
+
+def _current(entry, version: int) -> bool:
+    """Whether a stored page was computed at the current global version and at the current
+    versions of its viewer's institutions (a second round trip, for a page that has one). The
+    set of those institutions is the stored one: it changes only with memberships, whose
+    writes move the global version."""
+    if not (isinstance(entry, tuple) and len(entry) == 3 and entry[0] == version):
+        return False
+    stored = entry[1]
+    if not stored:
+        return True
+    found = page_cache().get_many(list(stored))
+    return all(found.get(key) == value for key, value in stored.items())
 
 
 def cache_state(request) -> str:

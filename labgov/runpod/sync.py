@@ -54,6 +54,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from labgov.core import dataversion
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC, day_start, hour_floor
 from labgov.runpod import billing_store, partitions
@@ -233,10 +234,16 @@ def account_sync(
 ) -> SyncRun:
     """Sync one account. Always returns its SyncRun (succeeded, failed or skipped); errors are
     recorded in it in words, never raised, except bugs, which are recorded and re-raised."""
+    account = RunpodAccount.objects.get(pk=account_id)
+    # What the sync writes is this institution's: its pages alone are retired.
+    with dataversion.scope([account.institution_id]):
+        return _account_sync(account, trigger, actor, start, end, client_factory)
+
+
+def _account_sync(account, trigger, actor, start, end, client_factory) -> SyncRun:
     from labgov.runpod.services import client_for_account
 
     client_factory = client_factory or client_for_account
-    account = RunpodAccount.objects.get(pk=account_id)
     now = timezone.now()
     run = SyncRun.objects.create(
         account=account, trigger=trigger, triggered_by=actor, started_at=now, phase="starting"
@@ -488,7 +495,9 @@ def _pause_before_retry(attempt: int) -> None:
 
 def _slice_write_in_thread(account_id: int, payload) -> tuple[int, int, int]:
     try:
-        return _slice_write(RunpodAccount.objects.get(pk=account_id), payload)
+        account = RunpodAccount.objects.get(pk=account_id)
+        with dataversion.scope([account.institution_id]):  # a thread starts with no scope
+            return _slice_write(account, payload)
     finally:
         connections.close_all()  # this thread's own connection
 
