@@ -83,7 +83,8 @@ SCOPED_TABLES = (
     "usage_",
     "utilization_",
 )
-SHARED_TABLES = ("runpod_gputype",)
+# A person's email choice is theirs in every institution they belong to.
+SHARED_TABLES = ("runpod_gputype", "notifications_emailchoice")
 
 # Tables no cached page reads (tests/dashboard/test_page_cache_scope.py renders every cached
 # page and checks): the GPU catalog and its prices, which every sync writes again. And a new

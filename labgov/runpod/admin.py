@@ -7,6 +7,7 @@ from labgov.runpod.models import (
     Assignment,
     AssignmentShare,
     AttributionRule,
+    FocusFile,
     GpuType,
     Resource,
     RunpodAccount,
@@ -114,3 +115,12 @@ class TagClaimAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "resource", "allocation", "status", "decided_by", "decided_at"]
     list_filter = ["status"]
     list_select_related = ["resource", "allocation", "decided_by"]
+
+
+@admin.register(FocusFile)
+class FocusFileAdmin(ReadOnlyAdmin):
+    """Files are imported through the source's page or manage.py import_focus (audited)."""
+
+    list_display = ["imported_at", "account", "file_name", "period_start", "rows", "total_usd"]
+    list_filter = ["late"]
+    list_select_related = ["account"]
