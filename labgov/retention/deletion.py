@@ -14,7 +14,9 @@
   recorded as deleted; a 409 (in use) sends the case back for review; a transient failure
   leaves the case approved for the task's retry, which starts again with the re-read.
 - A refusal is never reported as success: the case keeps it in words (`refusal`), goes back
-  to open, and the requester, the approvers, the owner and the lab's admins are told.
+  to open, and the requester is told; the approvers see it on their notification of the case
+  and are asked again, the refusal named, when the deletion is asked for again
+  (services.concerned).
 """
 
 from collections.abc import Callable

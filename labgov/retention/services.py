@@ -158,7 +158,8 @@ def concerned(case: RetentionCase, action: str, actor) -> set[int]:
       them, and the outcome will);
     - an approval (more may be needed), a withdrawal: nobody (the thread shows it);
     - deleted, or not deleted (refused, sent back, held): the owner where it was deleted,
-      and the requester and approvers.
+      and the requester (a refusal is theirs to ask again); the approvers only where labgov
+      never asked them (`_outcome_told`).
     A case the evaluation opens tells nobody by itself: its first warning follows at once."""
     owner = {case.owner_id} - {None}
     if action in ("open", "warn", "reopen", "lift", "follow"):
@@ -170,12 +171,36 @@ def concerned(case: RetentionCase, action: str, actor) -> set[int]:
     elif action == "request":
         ids = _decider_ids(case) - {case.deletion_requested_by_id}
     elif action == "delete":
-        ids = owner | deletion_people(case)
+        ids = owner | _outcome_told(case)
     elif action in ("return", "held_at_deletion"):
-        ids = deletion_people(case)
+        ids = _outcome_told(case)
     else:
         ids = set()
     return ids - {getattr(actor, "pk", None)}
+
+
+def thread_key(case: RetentionCase) -> str:
+    return f"retention:{case.pk}"
+
+
+def _outcome_told(case: RetentionCase) -> set[int]:
+    """Who is told a deletion's outcome: the requester, and the approvers who have no
+    notification of the case (an institution admin who came to it unasked: else they would
+    never hear). An approver labgov asked is told only what asks them to act: the outcome
+    shows on the notification that asked them, updated in place, and a deletion asked for
+    again after a refusal asks them again, naming the refusal (deletion_request). So on the
+    path a refused deletion walks (warned, asked, refused, asked again, deleted) an approver
+    is told three times, not five."""
+    from labgov.notifications.models import Notification
+
+    requester = {case.deletion_requested_by_id} - {None}
+    approvers = deletion_people(case) - requester
+    asked = set(
+        Notification.objects.filter(
+            thread_key=thread_key(case), recipient_id__in=approvers
+        ).values_list("recipient_id", flat=True)
+    )
+    return requester | (approvers - asked)
 
 
 def case_label(case: RetentionCase) -> str:
@@ -217,7 +242,7 @@ def tell(
         dedupe_key=f"retention:{case.pk}:{key}",
         severity=severity,
         lab=case.lab,
-        thread_key=f"retention:{case.pk}",
+        thread_key=thread_key(case),
     )
 
 
@@ -669,6 +694,9 @@ def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> Retenti
         raise DomainError("A running pod mounts this volume now: it is in use.")
     facts["included_pods"] = _included_facts(case)
     before = case.state
+    # Asked again after labgov could not delete it: the approvers hear of that refusal here,
+    # where it asks them to act, and not once more on their own (concerned).
+    refused = case.refusal
     _save(
         case,
         State.DELETION_REQUESTED,
@@ -694,7 +722,12 @@ def deletion_request(*, actor, case: RetentionCase, reason: str = "") -> Retenti
             f"{_who(actor)} asks to delete the {case_label(case)}"
             + (f" ({' '.join(reason.split())})" if reason.strip() else "")
             + f"; {'another person' if needed == 1 else f'{needed} other people'} must "
-            "approve it before labgov deletes anything.",
+            "approve it before labgov deletes anything."
+            + (
+                f" Asked again after the last attempt failed: {sentence(refused)}"
+                if refused
+                else ""
+            ),
         ),
     )
     return case
@@ -851,14 +884,19 @@ def case_follow_payer(*, actor, resource: Resource, before_allocation_id: int | 
     new_lab = Lab.objects.filter(pk=new_lab_id).first() if new_lab_id else None
     before = case.state
     voided = before in (State.DELETION_REQUESTED, State.DELETION_APPROVED)
-    old_recipients = recipients(case)
+    old_recipients = recipients(case, also=deletion_people(case))
     case.resource = fresh
     case.included_pods.clear()
+    # The first lab's request, if any, is no longer the case's: its requester and approvers
+    # stop following it (they are told once, below, that it moved).
     _save(
         case,
         State.OPEN if voided else case.state,
         lab=new_lab,
         owner=fresh.current_allocation.user if fresh.current_allocation_id else None,
+        deletion_requested_by=None,
+        deletion_requested_at=None,
+        deletion_reason="",
     )
     words = (
         f"from {old_lab.name if old_lab else 'no lab'} to {new_lab.name if new_lab else 'no lab'}"
@@ -879,16 +917,33 @@ def case_follow_payer(*, actor, resource: Resource, before_allocation_id: int | 
     )
     from labgov.notifications.services import notify
 
+    # The first lab's people hear this once, on their notification of the case, and nothing
+    # after: they no longer follow it (recipients() names the paying lab's people only).
+    following = {u.pk for u in recipients(case)} | {getattr(actor, "pk", None)}
     notify(
-        recipients=[u for u in old_recipients if u not in recipients(case)],
+        recipients=[u for u in old_recipients if u.pk not in following],
         kind="retention.transition",
         subject=f"Retention: the {case_label(case)} is another lab's now",
-        body=note,
+        body=f"{note} {deciders_words(case, new_lab)}",
         url=reverse("retention:list"),
         dedupe_key=f"retention:{case.pk}:follow-old:{event.pk}",
         lab=old_lab,
-        thread_key=f"retention:{case.pk}",
+        thread_key=thread_key(case),
     )
+
+
+def deciders_words(case: RetentionCase, lab) -> str:
+    """Who decides the case now, by name (a few, then how many more)."""
+    from labgov.accounts.models import User
+
+    people = User.objects.filter(pk__in=_decider_ids(case), is_active=True).order_by("pk")
+    names = [_who(u) for u in people[:4]]
+    if len(names) > 3:
+        names = [*names[:3], f"{people.count() - 3} more"]
+    who = f"{lab.name}'s lab admins" if lab is not None else "The institution's admins"
+    if not names:
+        return f"{who} decide it now (it has none yet)."
+    return f"{who} decide it now: {', '.join(names)}."
 
 
 @transaction.atomic
