@@ -19,6 +19,7 @@ from labgov.alerts.config import Resolver
 from labgov.alerts.findings import Context, Finding, usd
 from labgov.alerts.models import Alert, Kind
 from labgov.alerts.rules import findings_for
+from labgov.core import dataversion
 from labgov.notifications.services import notify
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class Outcome:
         }
 
 
+@dataversion.scoped(lambda *, institution_id, **_: [institution_id])
 def alerts_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> Outcome:
     """Run every rule for one institution and bring its alerts in step, in one transaction
     holding the institution's row, so two evaluations never race each other."""

@@ -6,11 +6,14 @@ moves that institution's version; a page stores the versions of its viewer's ins
 beside the global one and is used only while all of them are unchanged. So a sync of one
 account, or a change made by a person of institution B, retires no page of institution A.
 
-Which institutions a write concerns is declared by the code around it (`scope`): the sync
-names its account's institution; every web request names its signed-in person's
-institutions (all their memberships, ended ones too, and their home institution), looked up
-when the write commits. A write with no scope (a command, a task, an anonymous request, a
-staff member's request: the Django admin edits anything), a write to a table that is not one
+Which institutions a write concerns is declared by the code around it (`scope`, `scoped`):
+the sync names its account's institution, and so does the other work tasks and commands run
+for one institution (an evaluation, a provisioning, an email: `scoped` on the service); every
+web request names its signed-in person's institutions (all their memberships, ended ones
+too, and their home institution), looked up when the write commits. A task starts with no
+scope (labgov/celery.py), even run eagerly inside a request. A write with no scope (work over
+every institution, an anonymous request, a staff member's request: the Django admin edits
+anything), a write to a table that is not one
 institution's (people, memberships, GPU types, tokens, Django's own tables; `SCOPED_TABLES`),
 and a statement whose target is not plain to read move the global version, which retires
 every page: retiring too much costs a slower page, too little a page showing wrong money.
@@ -27,7 +30,9 @@ test, whose transaction never commits) sees data nobody else does: `for_read` an
 inside a real transaction (read around the cache) and, outside one, bumps first, so a page
 read right after a write on the same connection is fresh."""
 
+import contextlib
 import contextvars
+import functools
 import logging
 import re
 import secrets
@@ -64,7 +69,7 @@ _LAST_LOGIN = re.compile(
 # allocation or subject) and is shown only to people of that institution; a scoped write to
 # one of them moves only its scope's versions. Every other table (people, memberships, GPU
 # types and prices, API tokens, Django's own) is shared: a write to it moves the global one.
-# tests/core/test_dataversion_scope.py classifies every model's table, so a new one is placed
+# tests/dashboard/test_page_cache_scope.py classifies every model's table, so a new one is placed
 # on purpose.
 SCOPED_TABLES = (
     "accounts_institution",
@@ -146,6 +151,38 @@ def scope(institutions) -> Iterator[None]:
     try:
         yield
     finally:
+        _scope.reset(token)
+
+
+def scoped(institutions: Callable[..., Iterable[int] | None]):
+    """For a function whose writes concern the institutions its arguments name (what a task
+    runs: one account's sync, one request's provisioning, one institution's evaluation):
+    `institutions(*args, **kwargs)` answers them once, when it is called, and its writes
+    count against those alone. An empty answer (the object is gone) means every
+    institution."""
+
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            with scope(frozenset(institutions(*args, **kwargs) or ())):
+                return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def begin_unscoped() -> contextvars.Token:
+    """A task's start (labgov/celery.py): its writes are its own, never those of whoever queued
+    it (a task run eagerly inside a web request would otherwise count against the person's
+    institutions). What the task writes for one institution declares it (`scoped`, `scope`);
+    the rest moves the global version."""
+    return _scope.set(None)
+
+
+def end_unscoped(token: contextvars.Token) -> None:
+    # A token made in another context (a task ended elsewhere) has nothing to restore here.
+    with contextlib.suppress(ValueError):
         _scope.reset(token)
 
 
@@ -319,9 +356,30 @@ def _wrote(connection, sql) -> None:
 
 def _notice_writes(execute, sql, params, many, context):
     result = execute(sql, params, many, context)
-    if is_page_write(sql):
+    if is_page_write(sql) and not _changed_nothing(sql, many, context.get("cursor")):
         _wrote(context["connection"], sql)
     return result
+
+
+_PLAIN_DML = re.compile(r"\s*(?:insert|update|delete)\b", re.I)
+_RETURNING = re.compile(r"\breturning\b", re.I)
+
+
+def _changed_nothing(sql, many, cursor) -> bool:
+    """A plain INSERT, UPDATE or DELETE that touched no row changes no page: the periodic
+    jobs' conditional UPDATEs that find nothing to claim or mark (every few minutes) would
+    otherwise retire every page each time. Only where the row count is the statement's whole
+    effect: not a WITH (its inner writes are not counted), not with RETURNING (SQLite counts
+    those rows only as they are fetched), not executemany. A statement trigger may fire on no
+    rows, but labgov's one (the ledger totals') adds nothing from an empty insert."""
+    if many or cursor is None or not isinstance(sql, str):
+        return False
+    if not _PLAIN_DML.match(sql) or _RETURNING.search(sql):
+        return False
+    try:
+        return cursor.rowcount == 0
+    except Exception:  # a cursor that cannot say: count it as a write
+        return False
 
 
 class _Bump:

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from labgov.accounts import access
 from labgov.audit.services import audit_record
+from labgov.core import dataversion
 from labgov.core.csv_export import csv_stream
 from labgov.core.errors import DomainError
 from labgov.core.queue import task_enqueue_on_commit
@@ -181,6 +182,9 @@ def _write_csv(path: Path, pieces, report, total: int) -> None:
     report(total)
 
 
+@dataversion.scoped(
+    lambda job_id: ExportJob.objects.filter(pk=job_id).values_list("institution_id", flat=True)
+)
 def export_job_run(job_id: int) -> None:
     """Write the job's file. Runs once per job, whatever the number of deliveries."""
     now = timezone.now()

@@ -28,6 +28,7 @@ from labgov.alerts.findings import Context, _lab_and_owner, _resources, usd
 from labgov.alerts.idle_rule import _known_idle, idle_states, running_gpu_pods, spent_idle_usd
 from labgov.alerts.serverless_rule import idle_endpoints
 from labgov.audit.services import audit_record
+from labgov.core import dataversion
 from labgov.idle.exemptions import exempt
 from labgov.idle.models import AutoStopMark, AutoStopPolicy, StopNotice
 from labgov.notifications.services import notify
@@ -43,6 +44,7 @@ def container_disk_only(pod: Resource) -> bool:
     return pod.volume_disk_gb == 0 and not pod.network_volume_id
 
 
+@dataversion.scoped(lambda *, institution_id, **_: [institution_id])
 def autostop_run(
     *, institution_id: int, now: dt.datetime | None = None, client_factory: Callable | None = None
 ) -> dict:

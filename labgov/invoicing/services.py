@@ -29,6 +29,7 @@ from django.utils import timezone
 from labgov.accounts import access
 from labgov.accounts.models import Institution, Membership, Role, User
 from labgov.audit.services import audit_record, audit_records
+from labgov.core import dataversion
 from labgov.core.errors import DomainError
 from labgov.core.money import CENT, ZERO, to_cents
 from labgov.funding.models import Allocation, FundingSource
@@ -337,6 +338,7 @@ def draft_spend_version(institution, month: dt.date) -> int:
 
 
 @transaction.atomic
+@dataversion.scoped(lambda *, institution, **_: [institution.pk])
 def invoices_generate(*, actor, institution, month: dt.date, now=None) -> list[Invoice]:
     """Generate (or regenerate) the drafts of one open billing period: one per funding
     source with attributed usage in it. Issued invoices are left alone; a draft's credits and
@@ -808,7 +810,7 @@ def drafts_generate_due(*, now=None) -> list[tuple[int, dt.date]]:
         month = (local.date() - dt.timedelta(days=1)).replace(day=1)
         if billing_period(month.year, month.month, institution.time_zone)[1] > now:
             continue
-        with transaction.atomic():
+        with dataversion.scope([institution.pk]), transaction.atomic():
             _, claimed = ScheduledGeneration.objects.get_or_create(
                 institution=institution, month=month
             )

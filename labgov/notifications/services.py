@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from labgov.accounts.models import Lab
 from labgov.audit.services import audit_record
+from labgov.core import dataversion
 from labgov.core.crypto import SecretUnreadable, decrypt, encrypt
 from labgov.core.errors import DomainError
 from labgov.core.queue import task_enqueue_on_commit
@@ -265,6 +266,19 @@ def _skip_muted(recipient_id: int, rows) -> set[str]:
     return muted
 
 
+def _recipients_institutions(**match) -> frozenset[int]:
+    """The institutions of a person's pages (access.institutions_of): what marking their
+    notifications emailed may show on."""
+    from labgov.accounts import access
+    from labgov.accounts.models import User
+
+    person = User.objects.filter(**match).first()
+    return access.institutions_of(person) if person is not None else frozenset()
+
+
+@dataversion.scoped(
+    lambda *, notification_id, **_: _recipients_institutions(notifications__pk=notification_id)
+)
 def notification_email_send(*, notification_id: int) -> bool:
     """Send one notification's email, at most once: the row is claimed with a conditional
     UPDATE before sending, released again only if sending fails, and confirmed once the SMTP
@@ -317,6 +331,7 @@ def digest_recipient_ids() -> list[int]:
     )
 
 
+@dataversion.scoped(lambda *, recipient_id, **_: _recipients_institutions(pk=recipient_id))
 def digest_send(*, recipient_id: int) -> int:
     """Email one person every waiting, unmuted, non-critical notification in one message,
     grouped by kind. The rows are claimed in one conditional UPDATE before sending, so an
@@ -658,6 +673,11 @@ def _refusal(webhook: LabWebhook, response: httpx.Response) -> str:
     )
 
 
+@dataversion.scoped(
+    lambda *, delivery_id, **_: WebhookDelivery.objects.filter(pk=delivery_id).values_list(
+        "webhook__lab__institution_id", flat=True
+    )
+)
 def webhook_deliver(*, delivery_id: int) -> bool:
     """POST one delivery, at most once: claimed (pending → sending) with a conditional UPDATE
     first. Network errors, 5xx and 429 put it back to pending and raise WebhookTransientError

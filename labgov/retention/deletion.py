@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from labgov.audit.services import audit_record
+from labgov.core import dataversion
 from labgov.retention.blockers import bounded
 from labgov.retention.models import Approval, Hold, RetentionCase, State
 from labgov.retention.services import _who, case_label, record, sentence
@@ -258,6 +259,11 @@ def _record_deleted(case: RetentionCase, *, already_gone: bool) -> None:
     )
 
 
+def _institution_of_case(*, case_id: int, **_):
+    return RetentionCase.objects.filter(pk=case_id).values_list("institution_id", flat=True)
+
+
+@dataversion.scoped(_institution_of_case)
 def case_delete_carry_out(*, case_id: int, client_factory: Callable | None = None) -> str:
     """Delete an approved case's resource on Runpod and record it. Raises the client's
     transient errors (RunpodUnavailable) for the task to retry, with nothing recorded."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from labgov.core import dataversion
 from labgov.core.queue import task_enqueue_on_commit
 from labgov.retention import services
 from labgov.retention.models import Hold, RetentionCase, State
@@ -38,6 +39,7 @@ class Result:
         return {name: len(getattr(self, name)) for name in self.__dataclass_fields__}
 
 
+@dataversion.scoped(lambda *, institution_id, **_: [institution_id])
 def retention_evaluate(*, institution_id: int, now: dt.datetime | None = None) -> Result:
     now = now or timezone.now()
     today = now.date()

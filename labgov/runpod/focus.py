@@ -46,6 +46,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from labgov.audit.services import audit_record
+from labgov.core import dataversion
 from labgov.core.errors import DomainError
 from labgov.core.money import ZERO
 from labgov.core.periods import UTC
@@ -504,6 +505,7 @@ def _rate_for(account: RunpodAccount, currency: str) -> Decimal:
     )
 
 
+@dataversion.scoped(lambda *, account, **_: [account.institution_id])
 def focus_import(
     *,
     actor,

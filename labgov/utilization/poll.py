@@ -7,6 +7,7 @@ import logging
 
 from django.utils import timezone
 
+from labgov.core import dataversion
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.models import RunpodAccount
 from labgov.utilization.recording import samples_record
@@ -14,6 +15,7 @@ from labgov.utilization.recording import samples_record
 log = logging.getLogger(__name__)
 
 
+@dataversion.scoped(lambda *, account, **_: [account.institution_id])
 def utilization_poll(*, account: RunpodAccount, client_factory, now: dt.datetime | None = None):
     now = now or timezone.now()
     with client_factory(account) as client:

@@ -19,8 +19,18 @@ def _moved(action) -> bool:
 
 
 def test_orm_bulk_and_raw_sql_writes_move_it(world):
+    import datetime as dt
+
+    from tests.dashboard.conftest import add_spend
+    from tests.factories import RunpodAccountFactory
+
     assert _moved(lambda: Allocation.objects.filter(pk=world.allocation.pk).update(cap_usd=5))
+    add_spend(
+        RunpodAccountFactory(institution=world.institution), dt.date(2026, 3, 2), "1", ledger=False
+    )
     assert _moved(lambda: DailySpend.objects.all().delete())
+    # A write that changed no row (nothing left to delete) changes no page.
+    assert not _moved(lambda: DailySpend.objects.all().delete())
 
     def raw():
         with connection.cursor() as cursor:

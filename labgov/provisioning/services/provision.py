@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.text import slugify
 
+from labgov.core import dataversion
 from labgov.core.errors import DomainError
 from labgov.core.periods import hour_floor
 from labgov.provisioning.models import DeploymentModel, ProvisioningRequest
@@ -433,6 +434,13 @@ def _existing_volume_id(req: ProvisioningRequest) -> str | None:
     return (req.network_volume_id or "").strip() or None
 
 
+def _institution_of_request(*, request_id: int, **_):
+    return ProvisioningRequest.objects.filter(pk=request_id).values_list(
+        "lab__institution_id", flat=True
+    )
+
+
+@dataversion.scoped(_institution_of_request)
 def provisioning_run(
     *, request_id: int, client_factory: Callable | None = None
 ) -> ProvisioningRequest:

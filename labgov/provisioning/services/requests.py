@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from labgov.accounts import access
+from labgov.core import dataversion
 from labgov.core.bounds import MAX_AMOUNT, check_values
 from labgov.core.errors import DomainError
 from labgov.core.money import ZERO, to_cents
@@ -421,8 +422,12 @@ def requests_expire(*, now: dt.datetime | None = None) -> int:
         | Q(state=S.FAILED, updated_at__lt=cutoff)
     )
     expired = 0
-    for req in ProvisioningRequest.objects.filter(stale).only("pk", "allocation_id"):
-        with transaction.atomic():
+    for req in (
+        ProvisioningRequest.objects.filter(stale)
+        .only("pk", "allocation_id", "lab__institution_id")
+        .select_related("lab")
+    ):
+        with dataversion.scope([req.lab.institution_id]), transaction.atomic():
             _allocation, locked = _locked(req)
             if not ProvisioningRequest.objects.filter(stale, pk=locked.pk).exists():
                 continue
