@@ -356,3 +356,18 @@ def test_a_worker_killed_mid_create_never_makes_a_second_pod(
     (pod,) = _ours(sim, req)
     assert req.runpod_id == pod["id"]
     assert [r for r in sim.requests if r == ("POST", "/v2/pods")] == [("POST", "/v2/pods")]
+
+
+def test_the_provisioning_task_retires_only_its_institutions_pages(world, approved, sim):
+    """Its writes (the pod, its attribution, the request's state) are the request's
+    institution's: another institution's cached pages stand (tests/dashboard/
+    test_page_cache_task_scope.py has the rest of the tasks)."""
+    from tests.dashboard.test_page_cache_scope import INSTITUTION, ME, _client, _state, _warm
+
+    req = approved()
+    ours, theirs = _client(world.member), _client(world.outsider)
+    _warm(ours, ME)
+    _warm(theirs, INSTITUTION)
+    assert tasks.provision_request.delay(req.pk).get() == S.PROVISIONED
+    assert _state(theirs, INSTITUTION) == "hit"
+    assert _state(ours, ME) == "miss"
