@@ -15,7 +15,10 @@ redis://127.0.0.1:6379/0), deleted at the end; that Redis database is also the s
 (LABGOV_CACHE_URL, as env.example sets it: sessions and the dashboard page cache). Every
 port is picked free at random, so runs beside each other and beside the test suite do not
 collide. With LABGOV_SMOKE_COLLECTED_STATIC naming what collect_static() made (the web unit's
-collectstatic, run once for the whole test suite), a copy of it stands for that step.
+collectstatic, run once for the whole test suite), a copy of it stands for that step. With
+LABGOV_SMOKE_DATABASE_TEMPLATE naming a migrated database on that server (the test suite's
+template, tests/fixtures_db.py), its database is a copy of it, and the web unit's `migrate`
+then checks that nothing is left to apply instead of migrating from nothing.
 
 Through nginx it checks the health endpoint, a login, static files and their cache headers,
 the HTTPS-only cookie policy behind the proxy (Secure cookies and HSTS when nginx says the
@@ -412,8 +415,13 @@ def main() -> int:
     stack = Stack(tmp, env)
     failures: list[str] = []
     try:
+        template = os.environ.get("LABGOV_SMOKE_DATABASE_TEMPLATE")
         with _admin_connection(server_url) as conn:
-            conn.execute(f'CREATE DATABASE "{database}"')
+            if template:
+                conn.execute(f'CREATE DATABASE "{database}" TEMPLATE "{template}"')
+                log(f"database {database}: a copy of the migrated {template}")
+            else:
+                conn.execute(f'CREATE DATABASE "{database}"')
         log(f"database {database}, redis {redis_url} queue {queue}, scratch {tmp}")
         stack.start(
             "simulator",

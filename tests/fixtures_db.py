@@ -10,7 +10,9 @@ labgov modules those files import, and the Django version. A migration added or 
 a new digest, so a new template is migrated (and the old ones are dropped); with an unchanged
 digest a later run on the same PostgreSQL clones the template left by the one before.
 `LABGOV_TEST_DB_TEMPLATE=0` migrates each test database as Django does. The deploy smoke test
-migrates its own database from nothing either way. Installed by tests/conftest.py."""
+copies the template too (`TEMPLATE`, when one was used): migrating from nothing is what made
+it, in this run or an earlier one on the same migrations, and tests/runpod/test_partitions.py
+migrates back and forward. Installed by tests/conftest.py."""
 
 import contextlib
 import hashlib
@@ -25,6 +27,7 @@ from django.db import DatabaseError
 ENABLED = os.environ.get("LABGOV_TEST_DB_TEMPLATE", "1") != "0"
 _IMPORT = re.compile(r"^\s*(?:from|import)\s+(labgov(?:\.\w+)+)", re.MULTILINE)
 ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE: str | None = None  # the template this process's test database was cloned from
 
 
 def migration_digest() -> str:
@@ -56,8 +59,9 @@ def install() -> None:
             return original(self, verbosity, autoclobber, serialize, keepdb)
         from django.core.management import call_command
 
+        global TEMPLATE
         name = self._get_test_db_name()
-        template = _template(self, original, name)
+        template = TEMPLATE = _template(self, original, name)
         with self._nodb_cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {self._quote_name(name)}")
             cursor.execute(
