@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -236,6 +238,21 @@ class Resource(models.Model):
         return self.status == "" and self.kind != ResourceKind.ENDPOINT
 
 
+class ChargeCategory(models.TextChoices):
+    """FOCUS's ChargeCategory, in the order a record of several takes the first of."""
+
+    USAGE = "Usage"
+    PURCHASE = "Purchase"
+    TAX = "Tax"
+    CREDIT = "Credit"
+    ADJUSTMENT = "Adjustment"
+
+
+class ChargeClass(models.TextChoices):
+    NONE = "", "—"
+    CORRECTION = "Correction"
+
+
 class BillingRecordQuerySet(models.QuerySet):
     def bulk_create(self, objs, *args, **kwargs):
         # On PostgreSQL each month is a partition that must exist before a row lands in it
@@ -280,6 +297,20 @@ class BillingRecord(models.Model):
     storage_high_performance_usd = PreciseMoneyField(default=0)
     fee_usd = PreciseMoneyField(default=0)
     networking_usd = PreciseMoneyField(default=0)
+    # FOCUS sources' records (labgov/runpod/focus.py): the FOCUS ChargeCategory and ChargeClass
+    # of the rows summed into the record, and the credits and adjustments among them, so
+    # invoices and the reconciliation show them as such. One record is one resource's charges
+    # of one charge period: where a usage row and its credit share one, the record is Usage
+    # and its credit_usd holds the credit. Runpod's records are Usage. Database defaults: the
+    # sync's raw inserts do not name these columns.
+    charge_category = models.CharField(
+        max_length=12, choices=ChargeCategory.choices, default="Usage", db_default="Usage"
+    )
+    charge_class = models.CharField(
+        max_length=12, choices=ChargeClass.choices, blank=True, default="", db_default=""
+    )
+    credit_usd = PreciseMoneyField(default=0, db_default=Decimal(0))
+    adjustment_usd = PreciseMoneyField(default=0, db_default=Decimal(0))
     allocation = models.ForeignKey(
         "funding.Allocation",
         on_delete=models.PROTECT,
