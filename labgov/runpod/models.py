@@ -47,6 +47,9 @@ class RunpodAccount(models.Model):
     # one unit is worth (records are kept in USD, converted exactly to 10 places).
     currency = models.CharField(max_length=3, default="USD")
     usd_per_unit = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    # FOCUS sources: a folder under LABGOV_FOCUS_DROP_ROOT (relative to it) whose new files
+    # the worker imports (labgov/runpod/focus_folders.py); blank: uploads only.
+    focus_folder = models.CharField(max_length=500, blank=True)
     base_url = models.URLField(default=DEFAULT_BASE_URL)
     # Two keys, each for one use: the sync key reads (a read-only key is enough), the write
     # key provisions and acts on pods. The write key is optional: without one, nothing is
@@ -396,6 +399,38 @@ class FocusFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account} FOCUS {self.period_start:%Y-%m} {self.sha256[:12]}"
+
+
+class FocusDrop(models.Model):
+    """A file the worker found in a FOCUS source's folder, once per content (SHA-256): what
+    became of it, in words, shown beside the uploaded files. A file is never read twice."""
+
+    class Outcome(models.TextChoices):
+        IMPORTING = "importing"
+        IMPORTED = "imported"
+        UNCHANGED = "unchanged", "unchanged (imported already)"
+        REFUSED = "refused"
+
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    file_name = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField(default=0)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    message = models.TextField(blank=True)
+    file = models.ForeignKey(
+        FocusFile, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    found_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-found_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "sha256"], name="focus_drop_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account} {self.file_name} {self.outcome}"
 
 
 class GpuType(models.Model):
