@@ -117,6 +117,12 @@ def folder_import(*, account: RunpodAccount) -> int:
         account=account, outcome=FocusDrop.Outcome.IMPORTING, found_at__lt=now - STALE_CLAIM
     ).delete()
     settle = dt.timedelta(seconds=settings.LABGOV_FOCUS_SETTLE_SECONDS)
+    # Files read before, unchanged since: not hashed again.
+    seen = set(
+        FocusDrop.objects.filter(account=account).values_list(
+            "file_name", "size_bytes", "modified_at"
+        )
+    )
     read = 0
     for entry in sorted(path.iterdir()):
         if entry.name.startswith(".") or entry.suffix.lower() != ".csv":
@@ -128,11 +134,13 @@ def folder_import(*, account: RunpodAccount) -> int:
         changed = dt.datetime.fromtimestamp(stat.st_mtime, tz=dt.UTC)
         if now - changed < settle:
             continue
+        if (entry.name, stat.st_size, changed) in seen:
+            continue
         with open(real, "rb") as stream:
             sha = sha256_of(stream)
             if FocusDrop.objects.filter(account=account, sha256=sha).exists():
                 continue
-            drop = _claim(account, entry.name, sha, stat.st_size)
+            drop = _claim(account, entry.name, sha, stat.st_size, changed)
             if drop is None:
                 continue
             read += 1
@@ -140,7 +148,7 @@ def folder_import(*, account: RunpodAccount) -> int:
     return read
 
 
-def _claim(account, name: str, sha: str, size: int) -> FocusDrop | None:
+def _claim(account, name: str, sha: str, size: int, changed) -> FocusDrop | None:
     try:
         with transaction.atomic():
             return FocusDrop.objects.create(
@@ -148,6 +156,7 @@ def _claim(account, name: str, sha: str, size: int) -> FocusDrop | None:
                 file_name=name[:255],
                 sha256=sha,
                 size_bytes=size,
+                modified_at=changed,
                 outcome=FocusDrop.Outcome.IMPORTING,
             )
     except IntegrityError:

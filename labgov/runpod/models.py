@@ -415,6 +415,9 @@ class FocusDrop(models.Model):
     file_name = models.CharField(max_length=255)
     sha256 = models.CharField(max_length=64)
     size_bytes = models.BigIntegerField(default=0)
+    # The file's modification time when read: a file of the same name, size and time is not
+    # hashed again on the next round (a folder keeps months of large files).
+    modified_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=12, choices=Outcome.choices)
     message = models.TextField(blank=True)
     file = models.ForeignKey(

@@ -16,6 +16,7 @@ from django.urls import reverse
 from labgov.audit.models import AuditEvent
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC
+from labgov.runpod import focus, focus_folders
 from labgov.runpod.focus import focus_import, source_create
 from labgov.runpod.focus_folders import folders_import, source_folder_set
 from labgov.runpod.models import BillingRecord, FocusDrop, FocusFile
@@ -127,12 +128,24 @@ def test_the_worker_imports_each_new_file_once_and_keeps_what_became_of_it(
     records = BillingRecord.objects.filter(resource__account=source).count()
     assert records == 5 and FocusFile.objects.filter(account=source).count() == 1
 
-    # Nothing new: nothing is read again, even the refused file.
-    assert folders_import() == 0
+    # Nothing new: nothing is read again, even the refused file, and files read before and
+    # unchanged since are not even hashed again.
+    hashed = []
+
+    def counting(stream):
+        hashed.append(stream.name)
+        return focus.sha256_of(stream)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(focus_folders, "sha256_of", counting)
+        assert folders_import() == 0
+        assert hashed == []
+        assert FocusDrop.objects.filter(account=source).count() == 2
+        # The same bytes under another name are the same file: hashed, and not read.
+        _drop(folder, "aws_2026_10.csv", as_name="aws_2026_10 (copy).csv")
+        assert folders_import() == 0
+        assert [Path(name).name for name in hashed] == ["aws_2026_10 (copy).csv"]
     assert FocusDrop.objects.filter(account=source).count() == 2
-    # The same bytes under another name are the same file.
-    _drop(folder, "aws_2026_10.csv", as_name="aws_2026_10 (copy).csv")
-    assert folders_import() == 0
 
     # Settled, the correction replaces what the first file said, as an upload does.
     os.utime(folder / "aws_2026_10_corrected.csv", (NOW.timestamp() - 120,) * 2)
