@@ -13,7 +13,11 @@ the file's own totals; close and late usage.
 
 A record is one resource's charges starting at one ChargePeriodStart: the file's rows of the
 same resource and charge period (usage, tax, credit lines of one hour or day) are summed
-exactly into it, as Runpod's buckets are one per resource and hour. Amounts are the file's
+exactly into it, as Runpod's buckets are one per resource and hour. It keeps its FOCUS
+ChargeCategory and ChargeClass: the first of its rows' categories in FOCUS's order (Usage,
+Purchase, Tax, Credit, Adjustment), Correction if any row is one, and the credits and
+adjustments summed into it apart (`credit_usd`, `adjustment_usd`), so a usage row and its credit
+in one hour are one Usage record whose credit still shows. Amounts are the file's
 BilledCost (Decimal, never float); a currency other than USD needs the source's exchange rate
 (USD per unit), and is converted to 10 places.
 
