@@ -483,6 +483,13 @@ LABGOV_SYNC_WRITERS = env_int("LABGOV_SYNC_WRITERS", 2, minimum=1)
 # FOCUS billing sources (labgov/runpod/focus.py): the largest file the upload page takes; a
 # larger one is imported with `manage.py import_focus`.
 LABGOV_FOCUS_MAX_UPLOAD_MB = env_int("LABGOV_FOCUS_MAX_UPLOAD_MB", 512, minimum=1)
+# The folder under which institution admins may give a FOCUS source its own folder, which the
+# worker reads every LABGOV_FOCUS_FOLDER_MINUTES (labgov/runpod/focus_folders.py); unset: no
+# source has a folder. A file is read once it has not changed for LABGOV_FOCUS_SETTLE_SECONDS
+# (one still being copied in is left for the next round).
+LABGOV_FOCUS_DROP_ROOT = env_str("LABGOV_FOCUS_DROP_ROOT", "") or ""
+LABGOV_FOCUS_FOLDER_MINUTES = env_int("LABGOV_FOCUS_FOLDER_MINUTES", 15, minimum=1)
+LABGOV_FOCUS_SETTLE_SECONDS = env_int("LABGOV_FOCUS_SETTLE_SECONDS", 60, minimum=0)
 LABGOV_AFTER_SYNC = [
     "labgov.provisioning.services.commitments.commitments_after_sync",
     "labgov.alerts.tasks.evaluation_after_sync",
@@ -509,6 +516,10 @@ CELERY_BEAT_SCHEDULE["runpod-sync-all"] = {
 }
 # Billing partitions (PostgreSQL, see README "Billing partitions"): this month's and the next
 # three are made daily, so a sync rarely has to make one. `manage.py billing_partitions ahead`.
+CELERY_BEAT_SCHEDULE["runpod-focus-folders"] = {
+    "task": "labgov.runpod.tasks.focus_folders_import",
+    "schedule": LABGOV_FOCUS_FOLDER_MINUTES * 60,
+}
 CELERY_BEAT_SCHEDULE["runpod-billing-partitions-ahead"] = {
     "task": "labgov.runpod.tasks.billing_partitions_ahead",
     "schedule": crontab(minute=15, hour=2),

@@ -7,6 +7,7 @@ from labgov.runpod.models import (
     Assignment,
     AssignmentShare,
     AttributionRule,
+    FocusDrop,
     FocusFile,
     GpuType,
     Resource,
@@ -115,6 +116,15 @@ class TagClaimAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "resource", "allocation", "status", "decided_by", "decided_at"]
     list_filter = ["status"]
     list_select_related = ["resource", "allocation", "decided_by"]
+
+
+@admin.register(FocusDrop)
+class FocusDropAdmin(ReadOnlyAdmin):
+    """Folder files are read by the worker (labgov/runpod/focus_folders.py)."""
+
+    list_display = ["found_at", "account", "file_name", "outcome"]
+    list_filter = ["outcome"]
+    list_select_related = ["account"]
 
 
 @admin.register(FocusFile)

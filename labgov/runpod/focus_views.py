@@ -12,8 +12,9 @@ from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.core.errors import DomainError
 from labgov.runpod.focus import focus_import, source_create
-from labgov.runpod.forms import FocusFileForm, FocusSourceForm
-from labgov.runpod.models import BillingSource, FocusFile, RunpodAccount
+from labgov.runpod.focus_folders import drop_root, source_folder_set
+from labgov.runpod.forms import FocusFileForm, FocusFolderForm, FocusSourceForm
+from labgov.runpod.models import BillingSource, FocusDrop, FocusFile, RunpodAccount
 
 
 def _sources_for(user):
@@ -94,13 +95,54 @@ def focus_source(request, pk: int):
                         f"records, {f.billed_total} {f.currency}.",
                     )
                 return redirect("runpod:focus_source", pk=source.pk)
+    return _source_page(request, source, form, can_import)
+
+
+def _source_page(request, source, form, can_import, folder_form=None):
     files = list(
         FocusFile.objects.filter(account=source)
         .select_related("imported_by")
         .order_by("-period_start", "-imported_at", "-id")[:60]
     )
+    drops = list(FocusDrop.objects.filter(account=source).order_by("-found_at", "-id")[:60])
+    root = drop_root()
+    if folder_form is None and can_import and root is not None:
+        folder_form = FocusFolderForm(initial={"folder": source.focus_folder})
     return render(
         request,
         "runpod/focus_source.html",
-        {"source": source, "files": files, "form": form, "can_import": can_import},
+        {
+            "source": source,
+            "files": files,
+            "drops": drops,
+            "form": form,
+            "folder_form": folder_form,
+            "drop_root": root,
+            "can_import": can_import,
+        },
     )
+
+
+@login_required
+@require_http_methods(["POST"])
+def focus_source_folder(request, pk: int):
+    source = access.get_or_404(_sources_for(request.user), pk=pk)
+    can_import = access.can_manage_runpod_account(request.user, source.institution_id)
+    access.deny_unless(can_import)
+    folder_form = FocusFolderForm(request.POST)
+    if folder_form.is_valid():
+        try:
+            source_folder_set(
+                actor=request.user, account=source, folder=folder_form.cleaned_data["folder"]
+            )
+        except DomainError as exc:
+            folder_form.add_error("folder", exc.message)
+        else:
+            messages.success(
+                request,
+                f"{source.name} reads {source.focus_folder}."
+                if source.focus_folder
+                else f"{source.name} reads no folder.",
+            )
+            return redirect("runpod:focus_source", pk=source.pk)
+    return _source_page(request, source, FocusFileForm(), can_import, folder_form)

@@ -141,3 +141,13 @@ class FocusFileForm(forms.Form):
         label="A correction of a closed month",
         help_text="Its differences become late-usage lines on the first open month's invoices.",
     )
+
+
+class FocusFolderForm(forms.Form):
+    folder = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Folder the worker reads",
+        help_text="A folder under LABGOV_FOCUS_DROP_ROOT, relative to it (blank: none). Its new "
+        "CSV files are imported on their own.",
+    )

@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -45,6 +47,9 @@ class RunpodAccount(models.Model):
     # one unit is worth (records are kept in USD, converted exactly to 10 places).
     currency = models.CharField(max_length=3, default="USD")
     usd_per_unit = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    # FOCUS sources: a folder under LABGOV_FOCUS_DROP_ROOT (relative to it) whose new files
+    # the worker imports (labgov/runpod/focus_folders.py); blank: uploads only.
+    focus_folder = models.CharField(max_length=500, blank=True)
     base_url = models.URLField(default=DEFAULT_BASE_URL)
     # Two keys, each for one use: the sync key reads (a read-only key is enough), the write
     # key provisions and acts on pods. The write key is optional: without one, nothing is
@@ -236,6 +241,21 @@ class Resource(models.Model):
         return self.status == "" and self.kind != ResourceKind.ENDPOINT
 
 
+class ChargeCategory(models.TextChoices):
+    """FOCUS's ChargeCategory, in the order a record of several takes the first of."""
+
+    USAGE = "Usage"
+    PURCHASE = "Purchase"
+    TAX = "Tax"
+    CREDIT = "Credit"
+    ADJUSTMENT = "Adjustment"
+
+
+class ChargeClass(models.TextChoices):
+    NONE = "", "—"
+    CORRECTION = "Correction"
+
+
 class BillingRecordQuerySet(models.QuerySet):
     def bulk_create(self, objs, *args, **kwargs):
         # On PostgreSQL each month is a partition that must exist before a row lands in it
@@ -280,6 +300,20 @@ class BillingRecord(models.Model):
     storage_high_performance_usd = PreciseMoneyField(default=0)
     fee_usd = PreciseMoneyField(default=0)
     networking_usd = PreciseMoneyField(default=0)
+    # FOCUS sources' records (labgov/runpod/focus.py): the FOCUS ChargeCategory and ChargeClass
+    # of the rows summed into the record, and the credits and adjustments among them, so
+    # invoices and the reconciliation show them as such. One record is one resource's charges
+    # of one charge period: where a usage row and its credit share one, the record is Usage
+    # and its credit_usd holds the credit. Runpod's records are Usage. Database defaults: the
+    # sync's raw inserts do not name these columns.
+    charge_category = models.CharField(
+        max_length=12, choices=ChargeCategory.choices, default="Usage", db_default="Usage"
+    )
+    charge_class = models.CharField(
+        max_length=12, choices=ChargeClass.choices, blank=True, default="", db_default=""
+    )
+    credit_usd = PreciseMoneyField(default=0, db_default=Decimal(0))
+    adjustment_usd = PreciseMoneyField(default=0, db_default=Decimal(0))
     allocation = models.ForeignKey(
         "funding.Allocation",
         on_delete=models.PROTECT,
@@ -365,6 +399,41 @@ class FocusFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account} FOCUS {self.period_start:%Y-%m} {self.sha256[:12]}"
+
+
+class FocusDrop(models.Model):
+    """A file the worker found in a FOCUS source's folder, once per content (SHA-256): what
+    became of it, in words, shown beside the uploaded files. A file is never read twice."""
+
+    class Outcome(models.TextChoices):
+        IMPORTING = "importing"
+        IMPORTED = "imported"
+        UNCHANGED = "unchanged", "unchanged (imported already)"
+        REFUSED = "refused"
+
+    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    file_name = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField(default=0)
+    # The file's modification time when read: a file of the same name, size and time is not
+    # hashed again on the next round (a folder keeps months of large files).
+    modified_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    message = models.TextField(blank=True)
+    file = models.ForeignKey(
+        FocusFile, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    found_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-found_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "sha256"], name="focus_drop_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account} {self.file_name} {self.outcome}"
 
 
 class GpuType(models.Model):

@@ -37,3 +37,11 @@ def billing_partitions_ahead() -> int:
     from labgov.runpod.partitions import ensure_ahead
 
     return len(ensure_ahead(timezone.now()))
+
+
+@shared_task
+def focus_folders_import() -> int:
+    """Import the new files of every FOCUS source's folder; returns how many were read."""
+    from labgov.runpod.focus_folders import folders_import
+
+    return folders_import()

@@ -21,6 +21,7 @@ urlpatterns = [
     path("focus/", focus_views.focus_sources, name="focus_sources"),
     path("focus/new/", focus_views.focus_source_new, name="focus_source_new"),
     path("focus/<int:pk>/", focus_views.focus_source, name="focus_source"),
+    path("focus/<int:pk>/folder/", focus_views.focus_source_folder, name="focus_source_folder"),
     path("resources/", views.resource_list, name="resources"),
     path("resources/<int:pk>/assign/", views.resource_assign_view, name="resource_assign"),
     path("unattributed/", views.unattributed_queue, name="unattributed"),

@@ -329,3 +329,40 @@ def test_rules_on_resource_id_and_sub_account_and_who_may_back_date_them(world):
             pattern="costcenter",
             allocation=world.allocation,
         )
+
+
+def test_each_record_keeps_its_charge_category_and_class(world, source):
+    """Usage, its credit in the same hour, a credit alone, a correction, an adjustment, a
+    purchase and a tax: each record says which it is, and a usage record keeps the credit
+    summed into it apart, so credits and adjustments can be shown as such."""
+    result = _import(source, "mixed_categories_2026_10.csv")
+    records = {
+        (r.resource.runpod_id, r.bucket_start): (
+            r.charge_category,
+            r.charge_class,
+            r.total_usd,
+            r.credit_usd,
+            r.adjustment_usd,
+        )
+        for r in BillingRecord.objects.filter(resource__account=source).select_related("resource")
+    }
+    october_1 = dt.datetime(2026, 10, 1, tzinfo=UTC)
+    hour = dt.timedelta(hours=1)
+    zero = Decimal(0)
+    assert records == {
+        # The usage line and its credit of the same hour: one record, the credit kept apart.
+        (EC2, october_1): ("Usage", "", Decimal("7.50"), Decimal("-2.50"), zero),
+        (EC2, october_1 + hour): ("Credit", "", Decimal("-4.00"), Decimal("-4.00"), zero),
+        # A negative quantity is allowed on a correction, which the record says it is.
+        (EC2, october_1 + 2 * hour): ("Usage", "Correction", Decimal("-0.75"), zero, zero),
+        (S3, october_1): ("Adjustment", "", Decimal("1.20"), zero, Decimal("1.20")),
+        ("Savings Plans (444455556666)", october_1): ("Purchase", "", Decimal(300), zero, zero),
+        ("Tax (777788889999)", october_1): ("Tax", "", Decimal("0.99"), zero, zero),
+    }
+    assert result.file.charge_categories == {
+        "Adjustment": "1.20",
+        "Credit": "-6.50",
+        "Purchase": "300.00",
+        "Tax": "0.99",
+        "Usage": "9.25",
+    }
