@@ -177,9 +177,40 @@ def test_the_member_and_an_outsider_cannot_change_it(world, endpoint, sim, clien
             actor=world.member, resource=endpoint, workers_min=0, client_factory=sim_client(sim)
         )
     url = reverse("idle:endpoint_workers", args=[endpoint.pk])
-    assert client_for(world.member).post(url, {"workers_min": "0"}).status_code == 404
+    # The member pays for it and sees it: refused, not hidden.
+    assert client_for(world.member).post(url, {"workers_min": "0"}).status_code == 403
+    # Someone of another lab, and someone of another institution, cannot see it: 404.
+    assert client_for(world.other_member).post(url, {"workers_min": "0"}).status_code == 404
     assert client_for(world.outsider).get(url).status_code == 404
     assert client_for(world.lab_admin).get(url).status_code == 200
+    assert sim.state.get_endpoint(ENDPOINT)["workers"]["min"] == 1
+    assert not AuditEvent.objects.filter(action__startswith="endpoint.").exists()
+
+
+def test_finance_sees_the_endpoint_so_it_is_refused_403_not_hidden(
+    world, endpoint, sim, client_for
+):
+    """Finance sees the institution's endpoints (their spend) but may not change their
+    workers: the page, a POST and the decision on a pending change all answer 403."""
+    with pytest.raises(PermissionDenied):
+        endpoints.endpoint_workers_change(
+            actor=world.finance, resource=endpoint, workers_min=0, client_factory=sim_client(sim)
+        )
+    web = client_for(world.finance)
+    url = reverse("idle:endpoint_workers", args=[endpoint.pk])
+    assert web.get(url).status_code == 403
+    assert web.post(url, {"workers_min": "0"}).status_code == 403
+    change = EndpointWorkersChange.objects.create(
+        resource=endpoint, workers_min_before=1, workers_min=3, requested_by=world.lab_admin
+    )
+    decide = reverse("idle:endpoint_change_decide", args=[change.pk, "approve"])
+    assert web.post(decide).status_code == 403
+    change.refresh_from_db()
+    assert change.state == EndpointWorkersChange.State.PENDING
+    # An outsider asking the same learns nothing of the endpoint or the change.
+    outsider = client_for(world.outsider)
+    assert outsider.get(url).status_code == 404
+    assert outsider.post(decide).status_code == 404
     assert sim.state.get_endpoint(ENDPOINT)["workers"]["min"] == 1
     assert not AuditEvent.objects.filter(action__startswith="endpoint.").exists()
 
