@@ -227,6 +227,18 @@ class SimState:
             endpoint = self._live_endpoint(endpoint_id, now)
             return render.endpoint_workers_json(endpoint, (now // 3600) % 24)
 
+    def endpoint_workers_at(self, at: int) -> dict[str, dict]:
+        """Every endpoint's workers as GET /v2/serverless/{id}/workers gave them at `at` (an
+        epoch second in the past: the demo's history, /_sim/endpoint-workers-at)."""
+        with self._lock:
+            if at > self._clock.now():
+                raise ValueError("at is in the simulator's future")
+            return {
+                e.id: render.endpoint_workers_json(e, (at // 3600) % 24)
+                for e in self._endpoints.values()
+                if e.exists_at(at)
+            }
+
     def _live_endpoint(self, endpoint_id: str, now: int) -> EndpointSpec:
         endpoint = self._endpoints.get(endpoint_id)
         if endpoint is None or not endpoint.exists_at(now):

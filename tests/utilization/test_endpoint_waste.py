@@ -132,6 +132,26 @@ def test_fires_with_the_dollars_so_far_and_per_day(world, endpoint, clock):
     assert alert.monthly_cost_usd == D("0.74") * 730
 
 
+def test_the_hour_under_way_counts_in_the_dollars_not_in_the_rate(world, endpoint, clock):
+    """At 14:30 the 14:00 bucket holds half an hour: counted as a whole one it would make
+    the rate (and the dollars per day) look lower than Runpod's."""
+    serving_then_idle(endpoint)
+    BillingRecord.objects.create(
+        resource=endpoint,
+        kind="serverless",
+        bucket_start=T0.replace(minute=0),
+        bucket_end=T0.replace(minute=0) + H,
+        gpu_usd=D("0.37"),
+        total_usd=D("0.37"),
+        allocation=endpoint.current_allocation,
+    )
+    alerts_evaluate(institution_id=world.institution.pk)
+    alert = idle_alert()
+    assert (alert.facts["billed_usd"], alert.facts["billed_hours"]) == ("2.59", 3)
+    assert alert.facts["per_day_usd"] == "17.76"  # $0.74 × 24, still
+    assert "$2.59 billed so far, $0.74/hour over the 3 whole hours already over" in alert.detail
+
+
 def test_quiet_within_the_grace_serving_stale_or_at_zero(world, endpoint, clock):
     readings(endpoint, T0 - 6 * H, T0 - 90 * dt.timedelta(minutes=1), running=1)
     readings(endpoint, T0 - 90 * dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=1), running=0)
