@@ -148,6 +148,7 @@ class RequestForm(BoundedForm):
     def __init__(self, *args, allocations, gpus, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["allocation"].queryset = allocations
+        self.gpus_by_id = {g.gpu_id: g for g in gpus}
         self.fields["gpu_type_id"].choices = [
             (g.gpu_id, f"{g.name} ({g.memory_gb} GB)") for g in gpus
         ]

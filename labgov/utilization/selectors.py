@@ -209,7 +209,10 @@ class UsageSummary:
 
 def usage_summaries(resource_ids, *, start=None, end=None) -> dict[int, UsageSummary]:
     """Resource id → its summary over [start, end) (all it has when unbounded)."""
-    hours = Hour.objects.filter(resource_id__in=list(resource_ids))
+    resource_ids = list(resource_ids)
+    if not resource_ids:
+        return {}
+    hours = Hour.objects.filter(resource_id__in=resource_ids)
     if start is not None:
         hours = hours.filter(hour__gte=start)
     if end is not None:
