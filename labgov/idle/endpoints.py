@@ -55,6 +55,13 @@ def _validate(resource: Resource, workers_min: int, idle_timeout: int | None) ->
             f"The minimum of workers ({workers_min}) cannot be above the endpoint's maximum "
             f"({workers_max})."
         )
+    if idle_timeout is not None and (resource.details or {}).get("scaling_type") == (
+        "REQUEST_COUNT"
+    ):
+        raise DomainError(
+            "The endpoint scales on its request count, which has no idle timeout on Runpod: "
+            "leave the idle timeout empty, or change only the minimum of workers."
+        )
     if idle_timeout is not None and (
         not isinstance(idle_timeout, int)
         or not IDLE_TIMEOUT_MIN <= idle_timeout <= IDLE_TIMEOUT_MAX

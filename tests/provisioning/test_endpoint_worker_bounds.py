@@ -199,3 +199,18 @@ def test_the_workers_page_refuses_it_beside_the_field(world, endpoint, client_fo
     assert not EndpointWorkersChange.objects.filter(resource=endpoint).exists()
     endpoint.refresh_from_db()
     assert endpoint.details["workers_min"] == 1
+
+
+def test_an_endpoint_scaling_on_request_count_takes_no_idle_timeout(world, endpoint):
+    """Runpod has none for it: the change says so in words instead of sending one."""
+    endpoint.details = {**endpoint.details, "scaling_type": "REQUEST_COUNT"}
+    endpoint.save(update_fields=["details"])
+    with pytest.raises(DomainError, match="scales on its request count"):
+        endpoints.endpoint_workers_change(
+            actor=world.lab_admin,
+            resource=endpoint,
+            workers_min=0,
+            idle_timeout_seconds=30,
+            client_factory=_never_called,
+        )
+    assert not EndpointWorkersChange.objects.filter(resource=endpoint).exists()
