@@ -120,7 +120,9 @@ GET_PAGES = {
     ),
     "endpoint workers (workers.min)": (
         lambda w: reverse("idle:endpoint_workers", args=[_endpoint(w).pk]),
-        {"inst_admin": 200, "finance": 404, "lab_admin": 200, "member": 404, "outsider": 404},
+        # Finance and the member who pays for it see the endpoint, so they are refused (403);
+        # the outsider does not, and learns nothing of it (404).
+        {"inst_admin": 200, "finance": 403, "lab_admin": 200, "member": 403, "outsider": 404},
     ),
     "export period": (
         lambda w: reverse("exports:period", args=[w.institution.pk, 2026, 10]),

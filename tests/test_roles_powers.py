@@ -505,6 +505,161 @@ def lift_institution_legal_hold(world, who):
     return hold_lift(actor=who, case=case, note="Settled").state == "open"
 
 
+def _post_as(who, url: str, data: dict) -> int:
+    """The same attempt through the page, as `who` logged in: its HTTP status."""
+    from django.test import Client
+
+    web = Client()
+    web.force_login(who)
+    return web.post(url, data).status_code
+
+
+def confirm_spending_limit(world, who):
+    """Of the lab's own Runpod account, so its lab admin's refusal is a refusal of the power,
+    not of a stranger's account; refused, the page refuses too and nothing is confirmed."""
+    from django.urls import reverse
+
+    from labgov.runpod.services import account_confirm_cluster_limit
+
+    account = RunpodAccountFactory(institution=world.institution, lab=world.lab)
+    try:
+        done = account_confirm_cluster_limit(actor=who, account=account, confirmed=True)
+    except DomainError:
+        url = reverse("runpod:account_cluster_limit", args=[account.pk])
+        assert _post_as(who, url, {"confirmed": "1"}) in (403, 404)
+        account.refresh_from_db()
+        assert account.cluster_limit_confirmed_at is None
+        raise
+    return done.cluster_limit_confirmed_at is not None
+
+
+def _endpoint(world):
+    """The member's endpoint in the lab: one always-on worker of 4, $5.00 an hour each."""
+    from tests.factories import ResourceFactory
+    from tests.provisioning.conftest import H100
+
+    return ResourceFactory(
+        account=RunpodAccountFactory(institution=world.institution),
+        kind="serverless",
+        runpod_id="ep-table",
+        status="ACTIVE",
+        gpu_type_id=H100,
+        gpu_count=1,
+        current_allocation=world.allocation,
+        details={"workers_min": 1, "workers_max": 4, "idle_timeout_seconds": 5},
+    )
+
+
+def _runpod_accepting(account):
+    """A Runpod client that would carry out the change, so only the power decides."""
+    from tests.provisioning.conftest import listed_endpoint
+
+    def update(runpod_id, *, workers_min, idle_timeout_seconds=None):
+        return listed_endpoint(
+            runpod_id,
+            workers_min=workers_min,
+            workers_max=4,
+            idle_timeout_seconds=idle_timeout_seconds,
+        )
+
+    return nullcontext(SimpleNamespace(update_endpoint_workers=update))
+
+
+def _second_approval_over(world, amount: str) -> None:
+    from labgov.provisioning.models import ProvisioningPolicy
+
+    ProvisioningPolicy.objects.update_or_create(
+        institution=world.institution,
+        lab=world.lab,
+        defaults={
+            "allowed_models": ["serverless"],
+            "allowed_clouds": ["SECURE"],
+            "second_approval_over_usd": D(amount),
+        },
+    )
+
+
+def _workers_min(endpoint) -> int:
+    endpoint.refresh_from_db()
+    return endpoint.details["workers_min"]
+
+
+def change_endpoint_workers(world, who):
+    """Down to 0 always-on workers and a 30 s idle timeout; refused, the page (403 to those
+    who see the endpoint, 404 to the rest) changes nothing either."""
+    from django.urls import reverse
+
+    from labgov.idle.endpoints import endpoint_workers_change
+    from labgov.idle.models import EndpointWorkersChange
+
+    endpoint = _endpoint(world)
+    try:
+        change = endpoint_workers_change(
+            actor=who,
+            resource=endpoint,
+            workers_min=0,
+            idle_timeout_seconds=30,
+            client_factory=_runpod_accepting,
+        )
+    except (DomainError, PermissionDenied):
+        url = reverse("idle:endpoint_workers", args=[endpoint.pk])
+        assert _post_as(who, url, {"workers_min": "0", "idle_timeout_seconds": "30"}) in (403, 404)
+        assert _workers_min(endpoint) == 1
+        raise
+    return change.state == EndpointWorkersChange.State.APPLIED and _workers_min(endpoint) == 0
+
+
+def _raise(world, who, endpoint):
+    """Ask for 3 always-on workers ($7,300 more a month) where the lab's policy needs a
+    second approver above $100."""
+    from labgov.idle.endpoints import endpoint_workers_change
+
+    _second_approval_over(world, "100")
+    return endpoint_workers_change(
+        actor=who, resource=endpoint, workers_min=3, client_factory=_runpod_accepting
+    )
+
+
+def ask_for_endpoint_raise(world, who):
+    from labgov.idle.models import EndpointWorkersChange
+
+    endpoint = _endpoint(world)
+    change = _raise(world, who, endpoint)
+    return change.state == EndpointWorkersChange.State.PENDING and _workers_min(endpoint) == 1
+
+
+def _approve_raise(world, who, change, endpoint):
+    """Approve through the service; refused, the page's approve button refuses too."""
+    from django.urls import reverse
+
+    from labgov.idle.endpoints import endpoint_workers_change_approve
+    from labgov.idle.models import EndpointWorkersChange
+
+    try:
+        done = endpoint_workers_change_approve(
+            actor=who, change=change, client_factory=_runpod_accepting
+        )
+    except (DomainError, PermissionDenied):
+        url = reverse("idle:endpoint_change_decide", args=[change.pk, "approve"])
+        assert _post_as(who, url, {}) in (302, 403, 404)  # 302: back, with the refusal
+        change.refresh_from_db()
+        assert change.state == EndpointWorkersChange.State.PENDING
+        assert _workers_min(endpoint) == 1
+        raise
+    return done.state == EndpointWorkersChange.State.APPLIED and _workers_min(endpoint) == 3
+
+
+def approve_others_endpoint_raise(world, who):
+    endpoint = _endpoint(world)
+    asker = MembershipFactory(role="lab_admin", lab=world.lab).user
+    return _approve_raise(world, who, _raise(world, asker, endpoint), endpoint)
+
+
+def approve_own_endpoint_raise(world, who):
+    endpoint = _endpoint(world)
+    return _approve_raise(world, who, _raise(world, who, endpoint), endpoint)
+
+
 POWERS = {
     "Move spend of an open month between allocations at once (cost transfer)": (transfer_at_once),
     "Propose a cost transfer between allocations of their lab": propose_transfer,
@@ -553,6 +708,18 @@ POWERS = {
         include_blocking_pod
     ),
     "Lift a legal or audit hold an institution admin placed": lift_institution_legal_hold,
+    "Confirm that Runpod raised a connected account's spending limit (so a cluster over 2 pods "
+    "/ 16 GPUs on it may be approved)": confirm_spending_limit,
+    "Change an endpoint's always-on workers (workers.min) or idle timeout, at once (a lowering, "
+    "or a raise under the lab's second-approval amount)": change_endpoint_workers,
+    "Ask for a raise of an endpoint's always-on workers above the lab's second-approval amount "
+    "(it waits for a second admin)": ask_for_endpoint_raise,
+    "Approve a raise of an endpoint's always-on workers someone else asked for": (
+        approve_others_endpoint_raise
+    ),
+    "Approve a raise of an endpoint's always-on workers they asked for themselves": (
+        approve_own_endpoint_raise
+    ),
 }
 
 

@@ -47,8 +47,8 @@ class IdleEndpoint:
     workers_min: int
     idle_since: dt.datetime  # the last reading that saw a worker run a job, or the first one
     since_bound: bool  # no reading held ever saw one: idle since at least then
-    billed_usd: Decimal  # the endpoint's billing records of the whole hours since
-    billed_hours: int
+    billed_usd: Decimal  # its billing records from the first whole hour since, so far
+    billed_hours: int  # of them, the hours already over (the rate is theirs)
     per_hour_usd: Decimal
 
     @property
@@ -125,16 +125,18 @@ def idle_endpoints(ctx: Context, endpoints, *, grace_for) -> list[IdleEndpoint]:
             "resource_id", flat=True
         )
     )
-    billed = _billed_since({pk: c[0] for pk, c in candidates.items() if pk in still_on})
+    billed = _billed_since(
+        {pk: c[0] for pk, c in candidates.items() if pk in still_on}, now=ctx.now
+    )
     prices = _pool_prices()
     found = []
     for pk, (since, bound, _last) in candidates.items():
         if pk not in still_on:
             continue
         endpoint = endpoints[pk]
-        amount, hours = billed.get(pk, (ZERO, 0))
+        amount, complete_usd, hours = billed.get(pk, (ZERO, ZERO, 0))
         rate = (
-            amount / hours
+            complete_usd / hours
             if hours
             else workers_min_of(endpoint) * catalog_worker_rate(endpoint, prices)
         )
@@ -149,19 +151,28 @@ def _next_hour(moment: dt.datetime) -> dt.datetime:
     return floor if floor == moment else floor + HOUR
 
 
-def _billed_since(since: dict[int, dt.datetime]) -> dict[int, tuple[Decimal, int]]:
-    """Resource id → (its billing of the whole hours from `since` on, how many hours)."""
+def _billed_since(
+    since: dict[int, dt.datetime], *, now: dt.datetime
+) -> dict[int, tuple[Decimal, Decimal, int]]:
+    """Resource id → (its billing of the whole hours from `since` on, so far; the part of it
+    in hours already over; how many of those). The hour under way is billed only in part:
+    counted as a whole one, it would understate the rate per hour."""
     if not since:
         return {}
     window = Q()
     for pk, moment in since.items():
         window |= Q(resource_id=pk, bucket_start__gte=_next_hour(moment))
+    over = Q(bucket_end__lte=now)
     rows = (
         BillingRecord.objects.filter(window)
         .values("resource_id")
-        .annotate(total=Sum("total_usd"), hours=Count("bucket_start"))
+        .annotate(
+            total=Sum("total_usd"),
+            complete=Sum("total_usd", filter=over),
+            hours=Count("bucket_start", filter=over),
+        )
     )
-    return {r["resource_id"]: (r["total"] or ZERO, r["hours"]) for r in rows}
+    return {r["resource_id"]: (r["total"] or ZERO, r["complete"] or ZERO, r["hours"]) for r in rows}
 
 
 def _endpoints(ctx: Context):
@@ -199,9 +210,10 @@ def endpoint_finding(ctx: Context, idle: IdleEndpoint) -> Finding:
         else f"since {idle.idle_since:%Y-%m-%d %H:%M} UTC"
     )
     billed = (
-        f"{usd(idle.billed_usd)} billed over {idle.billed_hours} whole hours"
+        f"{usd(idle.billed_usd)} billed so far, {usd(idle.per_hour_usd)}/hour over the "
+        f"{idle.billed_hours} whole hours already over"
         if idle.billed_hours
-        else "no whole hour billed yet"
+        else f"no hour billed in full yet, {usd(idle.per_hour_usd)}/hour at the catalog's price"
     )
     return _resource_finding(
         Kind.IDLE_ENDPOINT_WORKERS,
@@ -211,11 +223,10 @@ def endpoint_finding(ctx: Context, idle: IdleEndpoint) -> Finding:
         f"{idle_words(idle, ctx.now)}: {usd(idle.billed_usd)} so far, "
         f"{usd(idle.per_day_usd)}/day",
         detail=f"No worker of it has run a job {seen} (Runpod's worker summary at each sync), "
-        f"while its minimum of {workers} bills all the time: {billed}, "
-        f"{usd(idle.per_hour_usd)}/hour. Set workers.min to 0 (requests then wait for a cold "
-        f"start) or shorten the idle timeout{timeout_words} so workers scale down sooner; a "
-        "lab admin can change both from labgov. This alert clears itself when a worker runs "
-        "a job again or the minimum is 0.",
+        f"while its minimum of {workers} bills all the time: {billed}. Set workers.min to 0 "
+        f"(requests then wait for a cold start) or shorten the idle timeout{timeout_words} "
+        "so workers scale down sooner; a lab admin can change both from labgov. This alert "
+        "clears itself when a worker runs a job again or the minimum is 0.",
         monthly_cost_usd=idle.per_hour_usd * settings.LABGOV_HOURS_PER_MONTH,
         facts={
             "runpod_id": endpoint.runpod_id,

@@ -24,12 +24,12 @@ from labgov.alerts.serverless_rule import _pool_prices, catalog_worker_rate, wor
 from labgov.audit.services import audit_record
 from labgov.core.errors import DomainError
 from labgov.idle.models import EndpointWorkersChange
+from labgov.provisioning.assessment import IDLE_TIMEOUT_MAX, IDLE_TIMEOUT_MIN
 from labgov.provisioning.selectors import policy_for_lab
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.models import Resource, ResourceKind
 
 log = logging.getLogger(__name__)
-IDLE_TIMEOUT_MAX = 3600
 
 
 def endpoint_lab_id(resource: Resource) -> int | None:
@@ -55,9 +55,20 @@ def _validate(resource: Resource, workers_min: int, idle_timeout: int | None) ->
             f"The minimum of workers ({workers_min}) cannot be above the endpoint's maximum "
             f"({workers_max})."
         )
-    if idle_timeout is not None and not 1 <= idle_timeout <= IDLE_TIMEOUT_MAX:
+    if idle_timeout is not None and (resource.details or {}).get("scaling_type") == (
+        "REQUEST_COUNT"
+    ):
         raise DomainError(
-            f"The idle timeout must be 1 to {IDLE_TIMEOUT_MAX} seconds, not {idle_timeout}."
+            "The endpoint scales on its request count, which has no idle timeout on Runpod: "
+            "leave the idle timeout empty, or change only the minimum of workers."
+        )
+    if idle_timeout is not None and (
+        not isinstance(idle_timeout, int)
+        or not IDLE_TIMEOUT_MIN <= idle_timeout <= IDLE_TIMEOUT_MAX
+    ):
+        raise DomainError(
+            f"The idle timeout must be {IDLE_TIMEOUT_MIN} to {IDLE_TIMEOUT_MAX} seconds, "
+            f"not {idle_timeout}."
         )
 
 

@@ -33,6 +33,19 @@ class EndpointWorkersForm(BoundedForm):
         required=False,
     )
 
+    def __init__(self, *args, workers_max: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.workers_max = workers_max
+
+    def clean_workers_min(self):
+        value = self.cleaned_data["workers_min"]
+        if self.workers_max is not None and value > self.workers_max:
+            raise forms.ValidationError(
+                f"The minimum of workers ({value}) cannot be above the endpoint's maximum "
+                f"({self.workers_max}): workers.max is at least workers.min."
+            )
+        return value
+
 
 class NeverStopForm(BoundedForm):
     bounded_model = AutoStopMark

@@ -178,15 +178,16 @@ def right_sizing(request, lab_id: int):
 
 
 def _endpoint_for(user, resource_id: int) -> Resource:
-    """An endpoint its lab's admins (and the institution's) may change: anyone else 404s."""
+    """An endpoint its lab's admins (and the institution's) may change. Whoever sees it but
+    may not change it (finance, the member who pays for it) gets a 403; anyone who cannot
+    see it a 404, so its existence does not leak."""
     endpoint = access.get_or_404(
-        Resource.objects.filter(kind=ResourceKind.SERVERLESS).select_related(
-            "account", "current_allocation__funding_source"
-        ),
+        Resource.objects.filter(access.resources_q(user), kind=ResourceKind.SERVERLESS)
+        .select_related("account", "current_allocation__funding_source")
+        .distinct(),
         pk=resource_id,
     )
-    if not endpoints.may_change_workers(user, endpoint):
-        raise Http404
+    access.deny_unless(endpoints.may_change_workers(user, endpoint))
     return endpoint
 
 
@@ -196,7 +197,9 @@ def endpoint_workers(request, resource_id: int):
     endpoint = _endpoint_for(request.user, resource_id)
     details = endpoint.details or {}
     initial = {"workers_min": 0, "idle_timeout_seconds": details.get("idle_timeout_seconds")}
-    form = EndpointWorkersForm(request.POST or None, initial=initial)
+    form = EndpointWorkersForm(
+        request.POST or None, initial=initial, workers_max=int(details.get("workers_max") or 0)
+    )
     if request.method == "POST" and form.is_valid():
         try:
             change = endpoints.endpoint_workers_change(

@@ -23,6 +23,9 @@ CLUSTER_MAX_NODES, CLUSTER_MAX_GPUS = 8, 64
 GPUS_PER_NODE_FALLBACK = 8
 # Runs this long without a checkpoint plan get a warning.
 LONG_RUN_HOURS = Decimal(4)
+# Runpod's EndpointWorkers: min ≥ 0, max ≥ min (an endpoint that may never run a worker serves
+# nothing, so labgov asks for max ≥ 1), idleTimeout 1 to 3,600 seconds.
+IDLE_TIMEOUT_MIN, IDLE_TIMEOUT_MAX = 1, 3600
 
 
 @dataclass(frozen=True)
@@ -293,9 +296,46 @@ def _runpod_findings(req, *, gpu) -> list[Finding]:
     serverless = req.deployment_model == M.SERVERLESS
     if gpu is not None and serverless and not gpu.serverless_price_per_hr_usd:
         out.append(Finding("no_price", f"Runpod lists no Serverless price for {gpu.name}."))
+    if serverless:
+        out += _endpoint_findings(req)
     if req.deployment_model == M.CLUSTER:
         out += _cluster_findings(req, gpu=gpu)
     return out
+
+
+def endpoint_workers_problems(
+    *, workers_min: int, workers_max: int, idle_timeout_seconds: int | None
+) -> dict[str, str]:
+    """What is wrong with an endpoint's workers, in words, by the request field it is about:
+    the same check for the form (and the API through it), submission and approval."""
+    out = {}
+    if workers_min < 0:
+        out["idle_workers"] = f"Always-on workers (workers.min) are 0 or more, not {workers_min}."
+    if workers_max < 1:
+        out["workers_max"] = (
+            f"An endpoint needs at least 1 worker at most (workers.max), not {workers_max}: "
+            "with none it serves nothing."
+        )
+    elif workers_max < workers_min:
+        out["workers_max"] = (
+            f"The most workers ({workers_max}) cannot be fewer than the always-on workers "
+            f"({workers_min}): raise workers.max or lower workers.min."
+        )
+    idle = idle_timeout_seconds
+    if idle is not None and not IDLE_TIMEOUT_MIN <= idle <= IDLE_TIMEOUT_MAX:
+        out["idle_timeout_seconds"] = (
+            f"The idle timeout is {IDLE_TIMEOUT_MIN} to {IDLE_TIMEOUT_MAX:,} seconds, not {idle}."
+        )
+    return out
+
+
+def _endpoint_findings(req) -> list[Finding]:
+    problems = endpoint_workers_problems(
+        workers_min=req.idle_workers,
+        workers_max=req.workers_max,
+        idle_timeout_seconds=req.idle_timeout_seconds,
+    )
+    return [Finding(f"endpoint_{field}", message) for field, message in problems.items()]
 
 
 def _cluster_findings(req, *, gpu) -> list[Finding]:

@@ -3,6 +3,7 @@ from decimal import Decimal
 from django import forms
 
 from labgov.core.bounds import BoundedForm
+from labgov.provisioning.assessment import IDLE_TIMEOUT_MAX, endpoint_workers_problems
 from labgov.provisioning.models import (
     Cloud,
     ClusterType,
@@ -147,6 +148,7 @@ class RequestForm(BoundedForm):
     def __init__(self, *args, allocations, gpus, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["allocation"].queryset = allocations
+        self.gpus_by_id = {g.gpu_id: g for g in gpus}
         self.fields["gpu_type_id"].choices = [
             (g.gpu_id, f"{g.name} ({g.memory_gb} GB)") for g in gpus
         ]
@@ -164,14 +166,37 @@ class RequestForm(BoundedForm):
         network = data.get("network_volume_gb") or 0
         if 0 < network < 10 or network > 4096:
             self.add_error("network_volume_gb", "A network volume is 10 to 4,096 GB.")
-        idle = data.get("idle_timeout_seconds")
-        if idle is not None and idle > 3600:
-            self.add_error("idle_timeout_seconds", "An idle timeout is 1 to 3,600 seconds.")
+        if data.get("deployment_model") == DeploymentModel.SERVERLESS:
+            self._check_workers(data)
+        else:
+            idle = data.get("idle_timeout_seconds")
+            if idle is not None and idle > IDLE_TIMEOUT_MAX:
+                self.add_error("idle_timeout_seconds", "An idle timeout is 1 to 3,600 seconds.")
         for name in ("template_id", "network_volume_id"):
             value = (data.get(name) or "").strip()
             if value and not value.replace("-", "").replace("_", "").isalnum():
                 self.add_error(name, "A Runpod id has only letters, digits, - and _.")
         return data
+
+    def _check_workers(self, data) -> None:
+        """An endpoint's workers as Runpod takes them (max ≥ min, …), each beside its field;
+        a blank counts as the default it stands for."""
+        defaults = R()
+
+        def given(name):
+            value = data.get(name)
+            return getattr(defaults, name) if value is None else value
+
+        if any(name in self.errors for name in ("idle_workers", "workers_max")):
+            return  # already refused in the field's own words
+        problems = endpoint_workers_problems(
+            workers_min=given("idle_workers"),
+            workers_max=given("workers_max"),
+            idle_timeout_seconds=data.get("idle_timeout_seconds"),
+        )
+        for name, message in problems.items():
+            if name not in self.errors:
+                self.add_error(name, message)
 
     def values(self) -> dict:
         """The valid fields as request values; blanks become the model's defaults."""

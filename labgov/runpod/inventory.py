@@ -90,6 +90,7 @@ def _endpoint_fields(endpoint: Endpoint) -> dict:
             "workers_min": endpoint.workers_min,
             "workers_max": endpoint.workers_max,
             "idle_timeout_seconds": endpoint.idle_timeout_seconds,
+            "scaling_type": endpoint.scaling_type,
             "data_center_ids": list(endpoint.data_center_ids),
         },
     }

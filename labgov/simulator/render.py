@@ -206,11 +206,7 @@ def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> di
         "env": dict(endpoint.env),
         "ports": [],
         "registry": None,
-        "workers": {
-            "min": endpoint.workers_min,
-            "max": endpoint.workers_max,
-            "idleTimeout": endpoint.idle_timeout,
-        },
+        "workers": {"min": endpoint.workers_min, "max": endpoint.workers_max},
         "scaling": _scaling_json(endpoint.scaling),
         "dataCenterIds": list(endpoint.data_center_ids),
         "networkVolumes": list(endpoint.network_volume_ids),
@@ -218,6 +214,8 @@ def endpoint_json(endpoint: EndpointSpec, catalog: dict[str, GpuTypeSpec]) -> di
         "flashboot": "FLASHBOOT",
         "createdAt": iso(endpoint.created),
     }
+    if endpoint.scaling[0] != "REQUEST_COUNT":  # omitted for that one, as the spec says
+        body["workers"]["idleTimeout"] = endpoint.idle_timeout
     if endpoint.gpu_type_id:
         gpu = catalog[endpoint.gpu_type_id]
         body["gpu"] = {

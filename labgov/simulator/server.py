@@ -563,6 +563,14 @@ class SimulatorServer:
                 raise ValueError("at needs a time zone offset")
             pods = self.state.list_pods(include_cluster_pods=True, at=int(moment.timestamp()))
             return json_response(200, {"pods": pods})
+        if path == "/_sim/endpoint-workers-at" and method == "POST":
+            # Each endpoint's workers (the ListEndpointWorkersResponse) at a past moment: the
+            # always-on workers labgov would have read had it been syncing then.
+            moment = dt.datetime.fromisoformat(str(data["at"]))
+            if moment.tzinfo is None:
+                raise ValueError("at needs a time zone offset")
+            workers = self.state.endpoint_workers_at(int(moment.timestamp()))
+            return json_response(200, {"endpoints": workers})
         if path == "/_sim/balance" and method == "POST":
             self.state.set_balance(Decimal(str(data["balanceUsd"])))
             return json_response(200, {"balanceUsd": self.state.balance_usd})

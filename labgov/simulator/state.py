@@ -207,10 +207,7 @@ class SimState:
 
     def get_volume(self, volume_id: str) -> dict:
         with self._lock:
-            volume = self._volumes.get(volume_id)
-            if volume is None or not volume.exists_at(self._clock.now()):
-                raise ApiError(404, f"network volume {volume_id} not found")
-            return render.volume_json(volume)
+            return render.volume_json(self._live("network volume", volume_id, self._clock.now()))
 
     def list_endpoints(self) -> list[dict]:
         with self._lock:
@@ -219,19 +216,38 @@ class SimState:
 
     def get_endpoint(self, endpoint_id: str) -> dict:
         with self._lock:
-            return self._endpoint_json(self._live_endpoint(endpoint_id, self._clock.now()))
+            return self._endpoint_json(self._live("endpoint", endpoint_id, self._clock.now()))
 
     def endpoint_workers(self, endpoint_id: str) -> dict:
         with self._lock:
             now = self._clock.now()
-            endpoint = self._live_endpoint(endpoint_id, now)
+            endpoint = self._live("endpoint", endpoint_id, now)
             return render.endpoint_workers_json(endpoint, (now // 3600) % 24)
 
-    def _live_endpoint(self, endpoint_id: str, now: int) -> EndpointSpec:
-        endpoint = self._endpoints.get(endpoint_id)
-        if endpoint is None or not endpoint.exists_at(now):
-            raise ApiError(404, f"endpoint {endpoint_id} not found")
-        return endpoint
+    def endpoint_workers_at(self, at: int) -> dict[str, dict]:
+        """Every endpoint's workers as GET /v2/serverless/{id}/workers gave them at `at` (an
+        epoch second in the past: the demo's history, /_sim/endpoint-workers-at)."""
+        with self._lock:
+            if at > self._clock.now():
+                raise ValueError("at is in the simulator's future")
+            return {
+                e.id: render.endpoint_workers_json(e, (at // 3600) % 24)
+                for e in self._endpoints.values()
+                if e.exists_at(at)
+            }
+
+    def _live(self, kind: str, item_id: str, now: int):
+        """The endpoint, cluster or network volume of that id that exists at `now`, else the
+        404 Runpod answers."""
+        items = {
+            "endpoint": self._endpoints,
+            "cluster": self._clusters,
+            "network volume": self._volumes,
+        }[kind]
+        item = items.get(item_id)
+        if item is None or not item.exists_at(now):
+            raise ApiError(404, f"{kind} {item_id} not found")
+        return item
 
     def _endpoint_json(self, endpoint: EndpointSpec) -> dict:
         return render.endpoint_json(endpoint, self.catalog)
@@ -244,12 +260,12 @@ class SimState:
     def get_cluster(self, cluster_id: str) -> dict:
         with self._lock:
             now = self._clock.now()
-            return self._cluster_json(self._live_cluster(cluster_id, now), now)
+            return self._cluster_json(self._live("cluster", cluster_id, now), now)
 
     def cluster_pods(self, cluster_id: str) -> list[dict]:
         with self._lock:
             now = self._clock.now()
-            cluster = self._live_cluster(cluster_id, now)
+            cluster = self._live("cluster", cluster_id, now)
             return [self._pod_json(p, "RUNNING", now) for p in self._cluster_pods[cluster.id]]
 
     def gpu_types(self) -> list[dict]:
@@ -317,11 +333,7 @@ class SimState:
             return self._pod_json(pod, pod.status_at(now), now)
 
     def create_pod(self, body: Any) -> dict:
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("CreatePodRequest", body, integers_strict=True)
-        if problems:
-            raise ApiError(422, "request validation failed", problems)
+        _validated("CreatePodRequest", body)
         # Rules across fields are the handler's, not the contract's: the spec answers 400.
         if ("gpu" in body) == ("cpu" in body):
             raise ApiError(400, "supply exactly one of gpu or cpu", ["$: gpu xor cpu"])
@@ -342,11 +354,7 @@ class SimState:
             return self._pod_json(pod, pod.status_at(now), now)
 
     def create_volume(self, body: Any) -> dict:
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("CreateNetworkVolumeRequest", body, integers_strict=True)
-        if problems:
-            raise ApiError(422, "request validation failed", problems)
+        _validated("CreateNetworkVolumeRequest", body)
         with self._lock:
             now = self._clock.now()
             self._created += 1
@@ -366,9 +374,7 @@ class SimState:
     def delete_volume(self, volume_id: str) -> None:
         with self._lock:
             now = self._clock.now()
-            volume = self._volumes.get(volume_id)
-            if volume is None or not volume.exists_at(now):
-                raise ApiError(404, f"network volume {volume_id} not found")
+            volume = self._live("network volume", volume_id, now)
             users = [
                 p.id
                 for p in self._pods.values()
@@ -388,11 +394,7 @@ class SimState:
     # Serverless endpoints and clusters: create, update, delete.
 
     def create_endpoint(self, body: Any) -> dict:
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("CreateEndpointRequest", body, integers_strict=True)
-        if problems:
-            raise ApiError(422, "request validation failed", problems)
+        _validated("CreateEndpointRequest", body)
         if ("gpu" in body) == ("cpu" in body):
             raise ApiError(400, "supply exactly one of gpu or cpu", ["$: gpu xor cpu"])
         if "cpu" in body:
@@ -418,7 +420,8 @@ class SimState:
             minimum, maximum = workers.get("min", 0), workers.get("max", 3)
             if minimum > maximum:
                 raise ApiError(400, f"workers.min ({minimum}) is more than workers.max ({maximum})")
-            scaling = body["scaling"]
+            scaling = _scaling(body["scaling"])
+            _idle_timeout_applies(scaling, workers)
             endpoint = EndpointSpec(
                 id=self._next_id("endpoint", 6),
                 name=body["name"],
@@ -435,7 +438,7 @@ class SimState:
                 gpu_type_id=gpu.id,
                 gpu_count=count,
                 idle_timeout=workers.get("idleTimeout", 5),
-                scaling=_scaling(scaling),
+                scaling=scaling,
                 template_id=template.id if template else None,
             )
             self._require_balance(
@@ -449,16 +452,10 @@ class SimState:
     def update_endpoint(self, endpoint_id: str, body: Any) -> dict:
         """PATCH: a change of what bills (workers, GPUs) bills from the next whole hour, so
         no hour is billed by two versions at once (the simulator's simplification)."""
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("UpdateEndpointRequest", body, integers_strict=True)
-        if problems:
-            raise ApiError(422, "request validation failed", problems)
+        _validated("UpdateEndpointRequest", body)
         with self._lock:
             now = self._clock.now()
-            endpoint = self._endpoints.get(endpoint_id)
-            if endpoint is None or not endpoint.exists_at(now):
-                raise ApiError(404, f"endpoint {endpoint_id} not found")
+            endpoint = self._live("endpoint", endpoint_id, now)
             changes: dict[str, Any] = {}
             if "name" in body:
                 changes["name"] = body["name"]
@@ -474,6 +471,9 @@ class SimState:
                     raise ApiError(400, f"workers.min ({low}) is above workers.max ({high})")
             if "scaling" in body:
                 changes["scaling"] = _scaling(body["scaling"])
+            _idle_timeout_applies(
+                changes.get("scaling", endpoint.scaling), body.get("workers") or {}
+            )
             if "networkVolumes" in body:
                 for volume_id in body["networkVolumes"]:
                     self._live_volume(volume_id, now)
@@ -498,9 +498,7 @@ class SimState:
     def delete_endpoint(self, endpoint_id: str) -> None:
         with self._lock:
             now = self._clock.now()
-            endpoint = self._endpoints.get(endpoint_id)
-            if endpoint is None or not endpoint.exists_at(now):
-                raise ApiError(404, f"endpoint {endpoint_id} not found")
+            endpoint = self._live("endpoint", endpoint_id, now)
             self._endpoints[endpoint_id] = _ended(endpoint, now, "DELETED")
             # A change waiting for the next hour never bills.
             started = [v for v in self._endpoint_versions[endpoint_id] if v.created <= now]
@@ -508,11 +506,7 @@ class SimState:
             self._rebuild_endpoint_meters()
 
     def create_cluster(self, body: Any) -> dict:
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("CreateClusterRequest", body, integers_strict=True)
-        if problems:
-            raise ApiError(422, "request validation failed", problems)
+        _validated("CreateClusterRequest", body)
         compute = body["compute"]
         with self._lock:
             now = self._clock.now()
@@ -557,21 +551,17 @@ class SimState:
             return self._cluster_json(cluster, now)
 
     def update_cluster(self, cluster_id: str, body: Any) -> dict:
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        problems = schema.errors("UpdateClusterRequest", body, integers_strict=True)
-        if problems:
-            raise ApiError(422, "request validation failed", problems)
+        _validated("UpdateClusterRequest", body)
         with self._lock:
             now = self._clock.now()
-            cluster = dataclasses.replace(self._live_cluster(cluster_id, now), name=body["name"])
+            cluster = dataclasses.replace(self._live("cluster", cluster_id, now), name=body["name"])
             self._clusters[cluster_id] = cluster
             return self._cluster_json(cluster, now)
 
     def delete_cluster(self, cluster_id: str) -> None:
         with self._lock:
             now = self._clock.now()
-            cluster = _ended(self._live_cluster(cluster_id, now), now, "TERMINATED")
+            cluster = _ended(self._live("cluster", cluster_id, now), now, "TERMINATED")
             self._clusters[cluster_id] = cluster
             price = cluster.gpu_price_per_hr or self.catalog[cluster.gpu_type_id].price_secure
             self._cluster_pods[cluster_id] = _cluster_members(cluster, price)
@@ -630,12 +620,6 @@ class SimState:
     def _pod_json(self, pod: PodSpec, status: str, now: int) -> dict:
         cost = meters.pod_cost_per_hr(pod, self.prices, self.catalog)
         return render.pod_json(pod, status, now, cost)
-
-    def _live_cluster(self, cluster_id: str, now: int) -> ClusterSpec:
-        cluster = self._clusters.get(cluster_id)
-        if cluster is None or not cluster.exists_at(now):
-            raise ApiError(404, f"cluster {cluster_id} not found")
-        return cluster
 
     def _cluster_json(self, cluster: ClusterSpec, now: int) -> dict:
         return render.cluster_json(cluster, self._cluster_pods[cluster.id], "RUNNING")
@@ -776,6 +760,25 @@ class SimState:
             pod_id = hashlib.blake2s(seed, digest_size=7).hexdigest()
             if self._find_pod(pod_id) is None:
                 return pod_id
+
+
+def _validated(request_schema: str, body: Any) -> None:
+    """A request body as the spec describes it: a JSON object (else 400) whose fields match
+    `request_schema` (else 422, each problem named)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    problems = schema.errors(request_schema, body, integers_strict=True)
+    if problems:
+        raise ApiError(422, "request validation failed", problems)
+
+
+def _idle_timeout_applies(scaling: tuple[str, Decimal], workers: dict) -> None:
+    """The spec: a queue endpoint scaling on request count has no idle timeout; one sent for
+    it is refused (on create and update), and none is listed."""
+    if scaling[0] == "REQUEST_COUNT" and "idleTimeout" in workers:
+        raise ApiError(
+            400, "workers.idleTimeout does not apply to an endpoint scaling on requestCount"
+        )
 
 
 def _scaling(body: dict) -> tuple[str, Decimal]:

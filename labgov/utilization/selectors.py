@@ -6,6 +6,8 @@ the pods asked about and the span, never with the history held.
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
 
 from django.conf import settings
 from django.db.models import Count, F, Max, Min, Q, Sum
@@ -153,14 +155,22 @@ def _idle_starts(pods, now) -> dict[int, tuple[dt.datetime, bool]]:
             # Only a bound when older samples may have been pruned; otherwise it is the first
             # reading labgov took of this pod.
             starts[rid] = (firsts[rid], firsts[rid] <= raw_from + stale_after())
-    for rid, busy_at in last_busy.items():
-        first_idle = (
-            Sample.objects.filter(resource_id=rid, at__gt=busy_at)
-            .order_by("at")
-            .values_list("at", flat=True)
-            .first()
+    # The first sample after each pod's last busy one, for all of them in one query (a
+    # cluster's pods are judged together: one query per pod would grow with the cluster).
+    first_idle = (
+        dict(
+            Sample.objects.filter(
+                reduce(or_, (Q(resource_id=r, at__gt=at) for r, at in last_busy.items()))
+            )
+            .values("resource_id")
+            .annotate(first=Min("at"))
+            .values_list("resource_id", "first")
         )
-        starts[rid] = (first_idle or busy_at, False)
+        if last_busy
+        else {}
+    )
+    for rid, busy_at in last_busy.items():
+        starts[rid] = (first_idle.get(rid) or busy_at, False)
     return starts
 
 
@@ -199,7 +209,10 @@ class UsageSummary:
 
 def usage_summaries(resource_ids, *, start=None, end=None) -> dict[int, UsageSummary]:
     """Resource id → its summary over [start, end) (all it has when unbounded)."""
-    hours = Hour.objects.filter(resource_id__in=list(resource_ids))
+    resource_ids = list(resource_ids)
+    if not resource_ids:
+        return {}
+    hours = Hour.objects.filter(resource_id__in=resource_ids)
     if start is not None:
         hours = hours.filter(hour__gte=start)
     if end is not None:

@@ -63,3 +63,33 @@ def test_a_freshly_seeded_demo_shows_a_running_idle_pod_and_its_dollars(db, sim,
     before = hours.count()
     call_command("seed_demo", simulator=sim.base_url, stdout=StringIO())
     assert hours.count() in (before, before + 1)  # the clock ticks on into the next hour
+
+
+def test_a_freshly_seeded_demo_shows_an_endpoint_whose_always_on_worker_serves_nothing(
+    db, sim, at_sim_now
+):
+    """`make run`: the scenario's nlp-embed-api keeps one always-on L40S worker and serves no
+    request at any hour; the demo's history has its readings, so its idle-workers alert is
+    open from the first page with the dollars billed so far and per day, on Raj's NLP
+    allocation, and its lab admin may change its workers."""
+    from decimal import Decimal
+
+    from labgov.alerts.models import Alert, Kind
+    from labgov.idle.endpoints import may_change_workers
+    from labgov.utilization.models import WorkerReading
+
+    call_command("seed_demo", simulator=sim.base_url, stdout=StringIO())
+    alert = Alert.objects.unresolved().get(
+        kind=Kind.IDLE_ENDPOINT_WORKERS, resource__runpod_id="x5nlpembed7f8g"
+    )
+    assert alert.owner.username == "raj" and alert.lab.slug == "nlp"
+    # One L40S worker all day: Runpod bills $1.9027 an hour (its price of $1.90 a GPU-hour and
+    # the disk), the hour under way only in part, which does not lower the rate.
+    assert alert.facts["per_day_usd"] == "45.67"
+    assert Decimal(alert.facts["billed_usd"]) > 0
+    assert "nlp-embed-api keeps 1 always-on worker serving nothing" in alert.title
+    assert "$45.67/day" in alert.title
+    readings = WorkerReading.objects.filter(resource=alert.resource)
+    assert readings.count() >= 4 * 24 and not readings.filter(running__gt=0).exists()
+    lee = alert.lab.memberships.get(role="lab_admin").user
+    assert may_change_workers(lee, alert.resource)

@@ -298,9 +298,23 @@ def test_query_count_is_pinned_and_flat(world, draft, submitted, client_for, pag
 def test_estimate_query_count_is_flat(world, draft, submitted, client_for):
     client = client_for(world.member)
     url = reverse("provisioning:estimate")
-    small = _count(client, url, _form(world))
+    cluster = _form(
+        world,
+        deployment_model="cluster",
+        node_count="8",
+        gpu_count="8",
+        network_volume_gb="2000",
+        data_center_id="US-KS-2",
+        runs_distributed="on",
+        spending_limit_raised="on",
+    )
+    # Session, user, the role scope; the GPU catalog (the GPU asked for is taken from it),
+    # the allocation chosen with its figures, the requester's past pod requests, the policy.
+    assert _count(client, url, _form(world)) == 7
+    assert _count(client, url, cluster) == 7  # 64 GPUs read no more than 8
     _grow(world, draft, submitted, 3)
-    assert _count(client, url, _form(world)) == small
+    assert _count(client, url, _form(world)) == 7
+    assert _count(client, url, cluster) == 7
 
 
 def test_mark_provisioned_with_another_labs_endpoint_is_refused_in_words(

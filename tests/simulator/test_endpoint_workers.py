@@ -47,3 +47,31 @@ def test_the_client_says_what_runpod_refused(sim):
         client.update_endpoint_workers(ALWAYS_ON, workers_min=50)
     with pytest.raises(RunpodError, match="not found"):
         client.endpoint_workers("no-such-endpoint")
+
+
+def test_an_endpoint_scaling_on_request_count_has_no_idle_timeout(sim, api):
+    """The spec: idleTimeout does not apply to a queue endpoint scaling on requestCount; it
+    is refused on create and update and omitted from what is listed."""
+    scaling = {"type": "REQUEST_COUNT", "requestCount": 8}
+    body = {
+        "name": "by-requests",
+        "type": "QUEUE",
+        "gpu": {"pools": ["ADA_80_PRO"], "count": 1},
+        "image": "runpod/worker-vllm:2.1",
+        "scaling": scaling,
+        "workers": {"min": 0, "max": 2, "idleTimeout": 30},
+    }
+    refused = api.http.post("/v2/serverless", json=body)
+    assert refused.status_code == 400 and "does not apply" in refused.text
+    made = api.http.post("/v2/serverless", json={**body, "workers": {"min": 0, "max": 2}})
+    assert made.status_code == 201, made.text
+    endpoint = made.json()
+    assert "idleTimeout" not in endpoint["workers"]
+    assert schema.errors("Endpoint", endpoint) == []
+    url = f"/v2/serverless/{endpoint['id']}"
+    patch = api.http.patch(url, json={"workers": {"min": 1, "idleTimeout": 10}})
+    assert patch.status_code == 400 and "does not apply" in patch.text
+    assert api.json(url)["workers"] == {"min": 0, "max": 2}
+    # Back to scaling on queue delay, an idle timeout applies again.
+    queue = {"scaling": {"type": "QUEUE_DELAY", "queueDelay": 4}, "workers": {"idleTimeout": 10}}
+    assert api.http.patch(url, json=queue).json()["workers"]["idleTimeout"] == 10

@@ -228,3 +228,25 @@ def test_pods_at_a_past_moment_report_what_their_gpus_did_then(sim, api):
     future = api.post("/_sim/pods-at", {"at": "2026-11-21T00:00:00Z"})
     assert future.status_code == 400 and "future" in future.json()["detail"]
     assert api.post("/_sim/pods-at", {"at": "2026-11-20T10:00:00"}).status_code == 400
+
+
+def test_endpoint_workers_at_a_past_moment(sim, api):
+    """/_sim/endpoint-workers-at (the demo's history of always-on workers): nlp-embed-api
+    serves nothing at any hour, so its one always-on worker idles; vision-segment-api's runs
+    with its daytime traffic; an endpoint deleted before the moment is not listed."""
+
+    def workers_at(moment):
+        answer = api.post("/_sim/endpoint-workers-at", {"at": moment})
+        assert answer.status_code == 200
+        return {k: v["summary"] for k, v in answer.json()["endpoints"].items()}
+
+    night, noon = workers_at("2026-11-20T03:00:00Z"), workers_at("2026-11-20T12:00:00Z")
+    for moment in (night, noon):
+        assert (moment["x5nlpembed7f8g"]["running"], moment["x5nlpembed7f8g"]["idle"]) == (0, 1)
+    assert (night["x2visionseg0c3"]["running"], night["x2visionseg0c3"]["idle"]) == (0, 1)
+    assert noon["x2visionseg0c3"]["running"] == 1 and noon["x2visionseg0c3"]["idle"] == 0
+    assert "x4whisperold5e" not in noon  # deleted on 5 November
+    assert "x4whisperold5e" in workers_at("2026-11-01T12:00:00Z")
+    future = api.post("/_sim/endpoint-workers-at", {"at": "2026-11-21T00:00:00Z"})
+    assert future.status_code == 400 and "future" in future.json()["detail"]
+    assert api.post("/_sim/endpoint-workers-at", {"at": "2026-11-20T10:00:00"}).status_code == 400

@@ -8,7 +8,10 @@ from decimal import Decimal as D
 import pytest
 
 from labgov.alerts import services as alert_services
+from labgov.alerts.config import Resolver
 from labgov.alerts.evaluation import alerts_evaluate
+from labgov.alerts.findings import Context
+from labgov.alerts.idle_rule import idle_clusters
 from labgov.alerts.models import Alert, Kind
 from labgov.core.errors import DomainError
 from labgov.idle.models import AutoStopPolicy, StopNotice
@@ -117,3 +120,53 @@ def test_a_clusters_pod_is_not_stopped_from_an_alert(world, cluster, clock):
     )
     with pytest.raises(DomainError, match="cannot have the pod stopped now"):
         alert_services.alert_pod_action(actor=world.lab_admin, alert=alert, action="stop")
+
+
+def _cluster_of(world, account, pods: int):
+    cluster = ResourceFactory(
+        account=account,
+        kind="cluster",
+        runpod_id="cl-wide",
+        name="wide",
+        status="RUNNING",
+        gpu_type_id="NVIDIA H100 80GB HBM3",
+        gpu_count=8 * pods,
+        current_allocation=world.allocation,
+    )
+    for i in range(pods):
+        pod = make_pod(
+            account,
+            None,
+            runpod_id=f"cl-wide-{i}",
+            cluster_id="cl-wide",
+            gpu_type_id="NVIDIA H100 80GB HBM3",
+            gpu_count=8,
+            cost_per_hr_usd=D("35.12"),
+            details={"started_at": (T0 - 10 * H).isoformat()},
+        )
+        # Each pod worked, then went idle (3 or 4 hours ago): each has its own idle start.
+        went_idle = T0 - (3 + i % 2) * H
+        samples(pod, T0 - 6 * H, went_idle, util=90)
+        samples(pod, went_idle, T0 + MIN, util=0)
+    return cluster
+
+
+@pytest.mark.parametrize("pods", [2, 8])
+def test_a_clusters_evaluation_reads_as_many_queries_whatever_its_pods(
+    world, account, clock, pods, django_assert_num_queries
+):
+    cluster = _cluster_of(world, account, pods)
+    ctx = Context(
+        institution_id=world.institution.pk, now=T0, settings=Resolver(world.institution.pk)
+    )
+    # The clusters, their running pods, the samples of the grace period, each pod's last busy
+    # sample, the first idle one after it (all pods at once), the recent samples.
+    with django_assert_num_queries(6):
+        (idle,) = idle_clusters(ctx)
+    assert idle.cluster == cluster and idle.pods == pods
+    assert idle.state.idle_since == T0 - 3 * H  # the last of its pods to go idle
+    # The whole evaluation, writing the alert, reads no more for the bigger cluster either.
+    with django_assert_num_queries(37):
+        alerts_evaluate(institution_id=world.institution.pk)
+    (alert,) = idle_alerts()
+    assert alert.resource == cluster and D(alert.facts["per_hour_usd"]) == pods * D("35.12")

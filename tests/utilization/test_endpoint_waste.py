@@ -132,6 +132,26 @@ def test_fires_with_the_dollars_so_far_and_per_day(world, endpoint, clock):
     assert alert.monthly_cost_usd == D("0.74") * 730
 
 
+def test_the_hour_under_way_counts_in_the_dollars_not_in_the_rate(world, endpoint, clock):
+    """At 14:30 the 14:00 bucket holds half an hour: counted as a whole one it would make
+    the rate (and the dollars per day) look lower than Runpod's."""
+    serving_then_idle(endpoint)
+    BillingRecord.objects.create(
+        resource=endpoint,
+        kind="serverless",
+        bucket_start=T0.replace(minute=0),
+        bucket_end=T0.replace(minute=0) + H,
+        gpu_usd=D("0.37"),
+        total_usd=D("0.37"),
+        allocation=endpoint.current_allocation,
+    )
+    alerts_evaluate(institution_id=world.institution.pk)
+    alert = idle_alert()
+    assert (alert.facts["billed_usd"], alert.facts["billed_hours"]) == ("2.59", 3)
+    assert alert.facts["per_day_usd"] == "17.76"  # $0.74 × 24, still
+    assert "$2.59 billed so far, $0.74/hour over the 3 whole hours already over" in alert.detail
+
+
 def test_quiet_within_the_grace_serving_stale_or_at_zero(world, endpoint, clock):
     readings(endpoint, T0 - 6 * H, T0 - 90 * dt.timedelta(minutes=1), running=1)
     readings(endpoint, T0 - 90 * dt.timedelta(minutes=1), T0 + dt.timedelta(minutes=1), running=0)
@@ -177,9 +197,40 @@ def test_the_member_and_an_outsider_cannot_change_it(world, endpoint, sim, clien
             actor=world.member, resource=endpoint, workers_min=0, client_factory=sim_client(sim)
         )
     url = reverse("idle:endpoint_workers", args=[endpoint.pk])
-    assert client_for(world.member).post(url, {"workers_min": "0"}).status_code == 404
+    # The member pays for it and sees it: refused, not hidden.
+    assert client_for(world.member).post(url, {"workers_min": "0"}).status_code == 403
+    # Someone of another lab, and someone of another institution, cannot see it: 404.
+    assert client_for(world.other_member).post(url, {"workers_min": "0"}).status_code == 404
     assert client_for(world.outsider).get(url).status_code == 404
     assert client_for(world.lab_admin).get(url).status_code == 200
+    assert sim.state.get_endpoint(ENDPOINT)["workers"]["min"] == 1
+    assert not AuditEvent.objects.filter(action__startswith="endpoint.").exists()
+
+
+def test_finance_sees_the_endpoint_so_it_is_refused_403_not_hidden(
+    world, endpoint, sim, client_for
+):
+    """Finance sees the institution's endpoints (their spend) but may not change their
+    workers: the page, a POST and the decision on a pending change all answer 403."""
+    with pytest.raises(PermissionDenied):
+        endpoints.endpoint_workers_change(
+            actor=world.finance, resource=endpoint, workers_min=0, client_factory=sim_client(sim)
+        )
+    web = client_for(world.finance)
+    url = reverse("idle:endpoint_workers", args=[endpoint.pk])
+    assert web.get(url).status_code == 403
+    assert web.post(url, {"workers_min": "0"}).status_code == 403
+    change = EndpointWorkersChange.objects.create(
+        resource=endpoint, workers_min_before=1, workers_min=3, requested_by=world.lab_admin
+    )
+    decide = reverse("idle:endpoint_change_decide", args=[change.pk, "approve"])
+    assert web.post(decide).status_code == 403
+    change.refresh_from_db()
+    assert change.state == EndpointWorkersChange.State.PENDING
+    # An outsider asking the same learns nothing of the endpoint or the change.
+    outsider = client_for(world.outsider)
+    assert outsider.get(url).status_code == 404
+    assert outsider.post(decide).status_code == 404
     assert sim.state.get_endpoint(ENDPOINT)["workers"]["min"] == 1
     assert not AuditEvent.objects.filter(action__startswith="endpoint.").exists()
 

@@ -235,19 +235,18 @@ def gpu_pool(req: ProvisioningRequest) -> str:
 def endpoint_body(req: ProvisioningRequest, *, network_volume_id: str | None, pool: str) -> dict:
     """A CreateEndpointRequest: the template or image, the GPU pool and count per worker, the
     workers (min = the always-on workers the estimate counts), scaling, volume, data center."""
+    workers = {"min": req.idle_workers, "max": max(req.workers_max, req.idle_workers, 1)}
     if req.scaling_type == "REQUEST_COUNT":
+        # Runpod refuses an idle timeout for a queue endpoint scaling on request count.
         scaling = {"type": "REQUEST_COUNT", "requestCount": max(1, req.scaling_value)}
     else:
         scaling = {"type": "QUEUE_DELAY", "queueDelay": max(1, req.scaling_value)}
+        workers["idleTimeout"] = min(max(1, req.idle_timeout_seconds), 3600)
     body = {
         "name": _name(req),
         "type": "QUEUE",
         "gpu": {"pools": [pool], "count": req.gpu_count},
-        "workers": {
-            "min": req.idle_workers,
-            "max": max(req.workers_max, req.idle_workers, 1),
-            "idleTimeout": min(max(1, req.idle_timeout_seconds), 3600),
-        },
+        "workers": workers,
         "scaling": scaling,
         "env": {"LABGOV_REQUEST": str(req.pk)},
     }

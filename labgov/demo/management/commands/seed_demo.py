@@ -112,9 +112,12 @@ class Command(BaseCommand):
         """The utilization labgov would have sampled had it been polling the simulator for
         the last HISTORY_HOURS (every HISTORY_STEP), so the demo's running-idle pod has its
         alert and right-sizing has days to go on from the first page, not two hours after
-        the first sync. Samples are idempotent: seeding again writes the same rows."""
+        the first sync; likewise the always-on workers of its endpoints, so the one serving
+        nothing all day has its idle-workers alert. Samples and readings are idempotent:
+        seeding again writes the same rows."""
         import httpx
 
+        from labgov.runpod.models import Resource, ResourceKind
         from labgov.runpod.parsing import decode_json, parse_pods
         from labgov.utilization.recording import samples_record
 
@@ -122,7 +125,14 @@ class Command(BaseCommand):
         now = timezone.now().replace(second=0, microsecond=0)
         moment = now - dt.timedelta(hours=HISTORY_HOURS)
         moment = moment.replace(minute=moment.minute - moment.minute % 5)
-        written = 0
+        written = readings = 0
+        always_on = {
+            runpod_id
+            for runpod_id, details in Resource.objects.present()
+            .filter(account=account, kind=ResourceKind.SERVERLESS)
+            .values_list("runpod_id", "details")
+            if (details or {}).get("workers_min")
+        }
         with httpx.Client(timeout=10, headers={"Authorization": "Bearer sim-key"}) as client:
             while moment < now:
                 answer = client.post(f"{base}/_sim/pods-at", json={"at": moment.isoformat()})
@@ -137,8 +147,31 @@ class Command(BaseCommand):
                 written += samples_record(account=account, pods=pods, now=moment)[
                     "utilization_samples"
                 ]
+                readings += self._worker_history_at(client, base, account, moment, always_on)
                 moment += HISTORY_STEP
-        self.stdout.write(f"Recorded {written} utilization samples of the last {HISTORY_HOURS} h.")
+        self.stdout.write(
+            f"Recorded {written} utilization samples and {readings} readings of always-on "
+            f"workers of the last {HISTORY_HOURS} h."
+        )
+
+    def _worker_history_at(self, client, base: str, account, moment, always_on) -> int:
+        """The always-on workers of the account's endpoints at `moment`, as the sync reads
+        them (one reading per endpoint that keeps some), so an endpoint serving nothing all
+        day has its idle-workers alert at once."""
+        from labgov.runpod.parsing import decode_json, parse_worker_summary
+        from labgov.utilization.recording import worker_readings_record
+
+        answer = client.post(f"{base}/_sim/endpoint-workers-at", json={"at": moment.isoformat()})
+        if answer.status_code != 200:
+            return 0
+        workers = {
+            runpod_id: parse_worker_summary(listed)
+            for runpod_id, listed in decode_json(answer.content)["endpoints"].items()
+            if runpod_id in always_on
+        }
+        return worker_readings_record(account=account, workers=workers, now=moment)[
+            "worker_readings"
+        ]
 
     def _claim_stopped_pod(self, account) -> None:
         """Journey 3 in the demo: Pia claims Kim's forgotten annotation pod from the
