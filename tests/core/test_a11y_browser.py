@@ -50,6 +50,7 @@ NOT_PAGES = {
     "runpod:account_test", "runpod:account_balance", "runpod:account_sync",
     "runpod:account_active", "runpod:account_remove", "runpod:resource_assign",
     "runpod:rule_deactivate", "runpod:tag_claim_decide", "runpod:account_cluster_limit",
+    "runpod:focus_source_folder",
     "provisioning:estimate", "provisioning:submit", "provisioning:cancel", "provisioning:retry",
     "provisioning:approve", "provisioning:deny",
     "notifications:badge", "notifications:read_all", "notifications:open",
