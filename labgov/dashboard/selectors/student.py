@@ -38,6 +38,14 @@ from labgov.runpod.types import PodStatus
 from labgov.usage.models import DailySpend
 
 DEFAULT_DAYS = 30
+ALLOCATION_FIELDS = (
+    "project_name",
+    "cap_usd",
+    "end_date",
+    "tag_code",
+    "funding_source__name",
+    "funding_source__lab__name",
+)
 
 
 @dataclass
@@ -52,6 +60,8 @@ class StudentDashboard:
     share_chart: dict
     # (allocation, its Runpod tag code): a pod with LABGOV_ALLOCATION=<code> is paid by it.
     tags: list[tuple[str, str]]
+    # The person's pods, with what they may do to each (my_pods).
+    pods: list
 
 
 def student_dashboard(user, params) -> StudentDashboard:
@@ -60,7 +70,13 @@ def student_dashboard(user, params) -> StudentDashboard:
         params, default_first=today - dt.timedelta(days=DEFAULT_DAYS - 1), default_last=today
     )
     allocations = list(
-        Allocation.objects.for_dashboard(user).filter(user=user).order_by("end_date", "pk")
+        Allocation.objects.visible_to(user)
+        .filter(user=user)
+        .select_related("funding_source__lab")
+        # What the page shows of each: a whole user and funding source cost more to read.
+        .only(*ALLOCATION_FIELDS)
+        .with_figures()
+        .order_by("end_date", "pk")
     )
     burns = (
         burn_sums(Q(allocation_id__in=[a.pk for a in allocations]), today, "allocation_id")
@@ -106,6 +122,7 @@ def student_dashboard(user, params) -> StudentDashboard:
         totals=totals,
         share_chart=share_chart(share, period),
         tags=[(f"{a.funding_source.name}", a.tag_code) for a in allocations],
+        pods=my_pods(user, resources),
     )
 
 
@@ -296,19 +313,15 @@ def share_chart(share: dict[tuple, Decimal], period: DayRange) -> dict:
     }
 
 
-def my_pods(user) -> list:
+def my_pods(user, resources: list[Resource]) -> list:
     """The pods a person pays for from their own allocations and still has on Runpod, each
-    with what it costs (per hour running, per month stopped) and what they may do to it."""
+    with what it costs (per hour running, per month stopped) and what they may do to it:
+    those among the resources the page has already read (theirs, not gone)."""
     from labgov.alerts.services import own_pod_actions_for, stopped_monthly_usd
-    from labgov.runpod.models import Resource, ResourceKind
+    from labgov.runpod.models import ResourceKind
 
-    pods = list(
-        Resource.objects.filter(
-            current_allocation__user=user, kind=ResourceKind.POD, gone_at__isnull=True
-        )
-        .select_related("account", "current_allocation__funding_source")
-        .order_by("name", "pk")
-    )
+    # In the resources' order: by name, then id, within the pods.
+    pods = [r for r in resources if r.kind == ResourceKind.POD and r.gone_at is None]
     for pod in pods:
         pod.actions = own_pod_actions_for(user, pod)
         pod.stopped_monthly_usd = stopped_monthly_usd(pod)
