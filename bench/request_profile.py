@@ -67,6 +67,14 @@ def main() -> None:
     parser.add_argument("--redis-db", type=int, default=7)
     parser.add_argument("--top", type=int, default=25, help="cProfile's top functions shown")
     parser.add_argument("--label", default="", help="kept in the JSON (before, after, …)")
+    parser.add_argument("--pages", default="student,lab,finance", help="which pages, in order")
+    parser.add_argument(
+        "--sort", default="tottime", help="cProfile's order of the top functions (cumulative…)"
+    )
+    parser.add_argument(
+        "--only", default="", help="show only functions whose file holds this (labgov/, …)"
+    )
+    parser.add_argument("--dump", help="a directory to write each page's cProfile stats to")
     args = parser.parse_args()
 
     redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
@@ -116,7 +124,8 @@ def main() -> None:
         "finance": (User.objects.get(username="finance"), reverse("dashboard:institution")),
     }
     results = {}
-    for page, (user, path) in pages.items():
+    for page in args.pages.split(","):
+        user, path = pages[page]
         client = Client(HTTP_HOST="127.0.0.1", headers={"X-Forwarded-Proto": "https"})
         client.force_login(user)
         for _ in range(10):  # warm: templates compiled, connections open
@@ -134,8 +143,12 @@ def main() -> None:
             client.get(path, secure=True)
             profiler.disable()
         stats = pstats.Stats(profiler)
+        if args.dump:
+            Path(args.dump).mkdir(parents=True, exist_ok=True)
+            stats.dump_stats(Path(args.dump) / f"{page}.prof")
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.top)
+        restrict = [args.only, args.top] if args.only else [args.top]
+        pstats.Stats(profiler, stream=out).sort_stats(args.sort).print_stats(*restrict)
         results[page] = {
             "cpu_ms_median": round(statistics.median(cpu), 2),
             "wall_ms_median": round(statistics.median(wall), 2),

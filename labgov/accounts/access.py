@@ -12,14 +12,17 @@
   existence is not revealed; one they may see but not change is a 403.
 """
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.signals import post_delete, post_save
 from django.http import Http404
+from django.utils import timezone
 
 from labgov.accounts.models import Lab, Membership, Role
+from labgov.core.compiled import CompiledValues
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,24 @@ post_save.connect(_roles_changed, sender=Lab, dispatch_uid="access-roles-lab")
 post_delete.connect(_roles_changed, sender=Lab, dispatch_uid="access-roles-lab-d")
 
 
+def _roles(user_id: int, day: dt.date):
+    """Every role of the person in one query, each marked whether it grants access on `day`
+    (the active() rule, in SQL)."""
+    active = ExpressionWrapper(
+        Q(pk__in=Membership.objects.active(day).filter(user_id=user_id).values("pk")),
+        output_field=BooleanField(),
+    )
+    return (
+        Membership.objects.filter(user_id=user_id)
+        .annotate(is_active=active)
+        .values_list("role", "institution_id", "lab_id", "is_active")
+    )
+
+
+# Every page reads the scope: its SQL is compiled once per process (labgov/core/compiled.py).
+_ROLES = CompiledValues(_roles)
+
+
 def scope_for(user) -> Scope:
     """The user's active roles, read in one query and kept on the user until a lab or a
     membership changes. The system (None) and anonymous visitors have no roles: a check made
@@ -90,16 +111,8 @@ def scope_for(user) -> Scope:
     version = _roles_version
     admin_inst, finance_inst, admin_labs, member_labs = set(), set(), set(), set()
     lab_admin_inst, all_inst = set(), set()
-    # Every role in the one query, each marked whether it grants access today (the active()
-    # rule, in SQL).
-    active = ExpressionWrapper(
-        Q(pk__in=Membership.objects.active().filter(user=user).values("pk")),
-        output_field=BooleanField(),
-    )
-    for role, institution_id, lab_id, is_active in (
-        Membership.objects.filter(user=user)
-        .annotate(is_active=active)
-        .values_list("role", "institution_id", "lab_id", "is_active")
+    for role, institution_id, lab_id, is_active in _ROLES.rows(
+        user_id=user.pk, day=timezone.now().date()
     ):
         all_inst.add(institution_id)
         if not is_active:

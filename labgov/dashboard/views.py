@@ -20,7 +20,6 @@ from labgov.dashboard.selectors import (
     home_for_user,
     institution_dashboard,
     lab_dashboard,
-    my_pods,
     student_dashboard,
 )
 from labgov.dashboard.selectors.lab import lab_for_spend
@@ -125,7 +124,7 @@ def lab(request, pk: int):
 def me(request):
     def compute():
         data = student_dashboard(request.user, page_params(request))
-        return data, (None if request.htmx else {"my_pods": my_pods(request.user)})
+        return data, (None if request.htmx else {"my_pods": data.pods})
 
     return _respond(request, "dashboard/me.html", compute, page="me", slug="my-spend")
 

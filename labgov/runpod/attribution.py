@@ -179,21 +179,23 @@ def assignment_start(
     return start
 
 
-def rules_apply(*, account) -> list[int]:
-    """Give every unassigned resource of the account its first assignment: from the allocation
-    tag in its environment (`LABGOV_ALLOCATION=<tag code>`) when that is honoured, else from
-    the deciding rule, from when the rule applies. A resource whose tag is refused gets no
-    assignment: it stays in the unattributed queue with the reason. Returns the ids of the
-    resources assigned."""
+def rules_apply(*, account, resource_ids: Iterable[int] | None = None) -> list[int]:
+    """Give every unassigned resource of the account (of `resource_ids`, when given: those
+    just created, the others having been through this already) its first assignment: from
+    the allocation tag in its environment (`LABGOV_ALLOCATION=<tag code>`) when that is
+    honoured, else from the deciding rule, from when the rule applies. A resource whose tag is
+    refused gets no assignment: it stays in the unattributed queue with the reason. Returns
+    the ids of the resources assigned."""
     from labgov.usage.periods import closed_until
 
     # Two writers must not both give a resource its first assignment.
     account_lock_serial(account.pk)
-    unassigned = list(
-        Resource.objects.filter(account=account, assignments__isnull=True).exclude(
-            kind=ResourceKind.ENDPOINT
-        )
+    unassigned = Resource.objects.filter(account=account, assignments__isnull=True).exclude(
+        kind=ResourceKind.ENDPOINT
     )
+    if resource_ids is not None:
+        unassigned = unassigned.filter(pk__in=list(resource_ids))
+    unassigned = list(unassigned)
     if not unassigned:
         return []
     closed = closed_until(account.institution_id)

@@ -83,7 +83,10 @@ def write_slice(*, account, payload: SlicePayload) -> tuple[int, set[dt.date]]:
     """Write one slice in the caller's transaction. Returns the number of records and the UTC
     days touched."""
     if payload.bodies:
-        count = sum(_pg_upsert(account, kind, body) for kind, body in payload.bodies.items())
+        count = sum(
+            _pg_upsert(account, kind, body, window=(payload.start, payload.end))
+            for kind, body in payload.bodies.items()
+        )
     else:
         count = _generic_upsert(account, payload.records)
     account_records_upsert(account=account, records=payload.account_records)
@@ -131,18 +134,19 @@ def _ensure_resources(account, wanted: set[tuple[str, str]], last_bucket: dict) 
         ],
         ignore_conflicts=True,
     )
-    # An account-wide rule covers these too, from their first record on.
-    rules_apply(account=account)
-    known.update(
-        {
-            (kind, rid): pk
-            for pk, kind, rid in Resource.objects.filter(
-                account=account,
-                kind__in={k for k, _ in missing},
-                runpod_id__in={rid for _, rid in missing},
-            ).values_list("pk", "kind", "runpod_id")
-        }
-    )
+    created = {
+        (kind, rid): pk
+        for pk, kind, rid in Resource.objects.filter(
+            account=account,
+            kind__in={k for k, _ in missing},
+            runpod_id__in={rid for _, rid in missing},
+        ).values_list("pk", "kind", "runpod_id")
+    }
+    # An account-wide rule covers these too, from their first record on (the account's other
+    # resources have been through the rules already: the inventory's step, or an earlier
+    # slice's).
+    rules_apply(account=account, resource_ids=created.values())
+    known.update(created)
     return known
 
 
@@ -202,10 +206,14 @@ KIND_AMOUNTS = {
 }
 
 
-def _pg_statement(kind: BillingKind) -> str:
+def _pg_statement(kind: BillingKind, *, upsert: bool = True) -> str:
     """One statement that reads a response body's records, upserts those of known resources
     with the allocation their timeline gives each bucket, and reports what it saw: the record
-    count, records breaking the contract, and ids of resources not known yet."""
+    count, records breaking the contract, and ids of resources not known yet.
+
+    `upsert=False` inserts them plainly, for a window that holds none of them yet (the
+    first sync of a day): ON CONFLICT's speculative insertion costs about a third of the
+    write. A record that exists after all fails it with a unique violation."""
     _, id_field = BILLING_ENDPOINTS[kind]
     amounts = ["totalAmount", *KIND_AMOUNTS[kind]]
     declared = ", ".join(
@@ -221,6 +229,12 @@ def _pg_statement(kind: BillingKind) -> str:
         f"b.{col} IS DISTINCT FROM EXCLUDED.{col}"
         for col in [*AMOUNT_COLUMNS, "bucket_end", "allocation_id"]
     )
+    on_conflict = f"""
+            ON CONFLICT (resource_id, bucket_start) DO UPDATE SET
+                {", ".join(f"{c} = EXCLUDED.{c}" for c in AMOUNT_COLUMNS)},
+                bucket_end = EXCLUDED.bucket_end, allocation_id = EXCLUDED.allocation_id,
+                synced_at = EXCLUDED.synced_at
+            WHERE {changed}"""
     return f"""
         WITH src AS MATERIALIZED (
             SELECT {rid} AS rid, r."startTime" AS bucket_start, r."endTime" AS bucket_end,
@@ -248,14 +262,12 @@ def _pg_statement(kind: BillingKind) -> str:
                    t.allocation_id, now()
             FROM src s
             JOIN res ON res.runpod_id = s.rid
+                -- The second pass, once the resources billed but never listed exist: theirs.
+                AND (%(only)s::text[] IS NULL OR s.rid = ANY(%(only)s::text[]))
             LEFT JOIN timeline t
               ON t.resource_id = res.id AND t.starts_at <= s.bucket_start
              AND (t.ends_at IS NULL OR s.bucket_start < t.ends_at)
-            ON CONFLICT (resource_id, bucket_start) DO UPDATE SET
-                {", ".join(f"{c} = EXCLUDED.{c}" for c in AMOUNT_COLUMNS)},
-                bucket_end = EXCLUDED.bucket_end, allocation_id = EXCLUDED.allocation_id,
-                synced_at = EXCLUDED.synced_at
-            WHERE {changed}
+            {on_conflict if upsert else ""}
         )
         SELECT
             (SELECT count(*) FROM src),
@@ -267,12 +279,28 @@ def _pg_statement(kind: BillingKind) -> str:
     """
 
 
-def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
+def _window_holds_records(cursor, account, resource_kind: str, window) -> bool:
+    """Whether the account holds records of this kind in [start, end): a probe of each
+    resource's index range."""
+    cursor.execute(
+        """
+        SELECT EXISTS (
+            SELECT 1 FROM runpod_billingrecord b
+            JOIN runpod_resource r ON r.id = b.resource_id
+            WHERE r.account_id = %s AND r.kind = %s
+              AND b.bucket_start >= %s AND b.bucket_start < %s
+        )
+        """,
+        [account.pk, resource_kind, *window],
+    )
+    return cursor.fetchone()[0]
+
+
+def _pg_upsert(account, kind: BillingKind, body: bytes, *, window=None) -> int:
     import psycopg
 
     resource_kind = KIND_OF[kind]
-    params = {"body": body.decode(), "account": account.pk, "kind": resource_kind}
-    statement = _pg_statement(kind)
+    params = {"body": body.decode(), "account": account.pk, "kind": resource_kind, "only": None}
     connection.ensure_connection()
     # A cursor binding parameters on the server: Django's binds them into the SQL text, and a
     # body of megabytes would then be lexed, and its JSON cast folded, while planning.
@@ -280,28 +308,52 @@ def _pg_upsert(account, kind: BillingKind, body: bytes) -> int:
         # Commits of a sync need not wait for the disk: a sync lost in a crash is redone by
         # the next one, which rewrites the same rows.
         cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        try:
-            count, unseen = _pg_run(cursor, statement, params, kind)
-        except _MonthMissing:
-            # A record dated outside the months the sync prepared (partitions): make its
-            # month here, in the slice's transaction (rare: it locks billing until the
-            # slice commits), and write the body again.
-            _months_of_body_ensure(cursor, params)
-            count, unseen = _pg_run(cursor, statement, params, kind)
+        # No other writer adds this account's records of the window (slices never share a
+        # day, and one sync of an account runs at a time), so one that holds none yet is
+        # written with plain inserts; a record from outside the window that exists after all
+        # sends the body through the upsert.
+        fresh = window is not None and not _window_holds_records(
+            cursor, account, resource_kind, window
+        )
+        count, unseen = _pg_write(cursor, kind, params, upsert=not fresh)
         dataversion.wrote()  # this cursor is psycopg's own: Django's wrapper does not see it
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
-            # write their records, which the first pass had to leave out.
+            # write their records, which the first pass had to leave out (only theirs: the
+            # others are written).
             _ensure_resources(
                 account,
                 {(resource_kind, rid) for rid, _ in unseen},
                 {(resource_kind, rid): dt.datetime.fromisoformat(last) for rid, last in unseen},
             )
-            _pg_run(cursor, statement, params, kind)
+            only = [rid for rid, _ in unseen]
+            _pg_run(cursor, _pg_statement(kind), {**params, "only": only}, kind)
     return count
 
 
-def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
+def _pg_write(cursor, kind: BillingKind, params: dict, *, upsert: bool):
+    """The body written by plain inserts or upserted; upserted after all when a plain insert
+    meets a record that is there, and written again once its months exist when a record is
+    dated outside the months the sync prepared (partitions)."""
+    month_made = False
+    while True:
+        try:
+            return _pg_run(
+                cursor, _pg_statement(kind, upsert=upsert), params, kind, plain=not upsert
+            )
+        except _Exists:
+            upsert = True
+        except _MonthMissing:
+            if month_made:
+                raise
+            # Its month is made here, in the slice's transaction (rare: it locks billing until
+            # the slice commits), and the body written again, upserted (that month may hold
+            # some of its records).
+            _months_of_body_ensure(cursor, params)
+            month_made, upsert = True, True
+
+
+def _pg_run(cursor, statement: str, params: dict, kind: BillingKind, *, plain: bool = False):
     import psycopg
 
     try:
@@ -321,6 +373,13 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
             f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
             f"the API contract ({str(exc).splitlines()[0][:160]})."
         ) from exc
+    except psycopg.errors.UniqueViolation as exc:
+        if plain:
+            raise _Exists from exc
+        raise RunpodBadResponse(
+            f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
+            f"the API contract ({str(exc).splitlines()[0][:160]})."
+        ) from exc
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError) as exc:
         raise RunpodBadResponse(
             f"Runpod sent {kind.value} billing records that labgov cannot read or that break "
@@ -333,6 +392,10 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind):
 
 class _MonthMissing(Exception):
     """A record's month has no partition yet."""
+
+
+class _Exists(Exception):
+    """A plain insert met a record that is there already."""
 
 
 def _months_of_body_ensure(cursor, params: dict) -> None:

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -76,3 +77,48 @@ def test_contract_breaking_records_fail_in_words(account, broken):
             ),
         )
     assert not BillingRecord.objects.exists()
+
+
+def _amounts():
+    return {
+        r.bucket_start: r.total_usd
+        for r in BillingRecord.objects.order_by("bucket_start").only("bucket_start", "total_usd")
+    }
+
+
+def test_a_window_written_again_is_upserted_not_doubled(account):
+    """The first write of a window inserts plainly; the next one finds its records and
+    upserts them."""
+    _write(account, _body(_record()))
+    _write(account, _body(_record(totalAmount="0.75", gpuAmount="0.75")))
+    assert _amounts() == {T0: Decimal("0.75")}
+
+
+def test_a_record_from_outside_the_window_that_is_there_already_is_upserted(account):
+    """The window holds nothing yet, so the body goes in with plain inserts; one of its
+    records (an hour before the window) exists, and the body is upserted instead, whole."""
+    before = T0 - dt.timedelta(hours=1)
+    earlier = SlicePayload(
+        start=before,
+        end=T0,
+        bodies={
+            BillingKind.POD: _body(
+                _record(startTime=f"{before:%Y-%m-%dT%H:%M:%SZ}", endTime="2026-11-01T00:00:00Z")
+            )
+        },
+    )
+    write_slice(account=account, payload=earlier)
+    count, _ = _write(
+        account,
+        _body(
+            _record(
+                startTime=f"{before:%Y-%m-%dT%H:%M:%SZ}",
+                endTime="2026-11-01T00:00:00Z",
+                totalAmount="0.3",
+                gpuAmount="0.3",
+            ),
+            _record(),
+        ),
+    )
+    assert count == 2
+    assert _amounts() == {before: Decimal("0.3"), T0: Decimal("0.5")}

@@ -3,12 +3,15 @@ the tables and charts built from them."""
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q, Sum
 
+from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import burn_window
 from labgov.dashboard.tables import DATE, MONEY, NUMBER, PERCENT, Column, Row, Table, share_percent
@@ -49,6 +52,35 @@ def burn_sums(q: Q, today: dt.date, key: str) -> dict:
     return {k[0]: v for k, v in daily_sums(q, first, last, [key]).items()}
 
 
+class DailySums:
+    """daily_sums of one shape, its Q made from ids (`q_of(lab_id=…)`), for a page that reads
+    it on every request: its SQL is compiled once per process (labgov/core/compiled.py).
+    PostgreSQL sums numeric exactly; elsewhere daily_sums sums in Python."""
+
+    def __init__(self, q_of: Callable[..., Q], keys: list[str]):
+        self.q_of, self.keys = q_of, keys
+        self._query = CompiledValues(
+            lambda first, last, **ids: (
+                DailySpend.objects.filter(q_of(**ids), day__gte=first, day__lte=last)
+                .values(*keys)
+                .annotate(_sum0=Sum("amount_usd"))
+                .values_list(*keys, "_sum0")
+            )
+        )
+
+    def __call__(self, first: dt.date, last: dt.date, **ids) -> dict[tuple, Decimal]:
+        if connection.vendor != "postgresql":
+            return daily_sums(self.q_of(**ids), first, last, self.keys)
+        n = len(self.keys)
+        rows = self._query.rows(first=first, last=last, **ids)
+        return {tuple(row[:n]): row[n] or ZERO for row in rows}
+
+    def burn(self, today: dt.date, **ids) -> dict:
+        """As burn_sums: spend in the burn-rate window per the one key."""
+        first, last = burn_window(today)
+        return {k[0]: v for k, v in self(first, last, **ids).items()}
+
+
 # What "running now" means: pods Runpod reports RUNNING, and clusters, which exist only
 # while their pods run.
 RUNNING_Q = Q(kind=ResourceKind.POD, status=PodStatus.RUNNING) | Q(kind=ResourceKind.CLUSTER)
@@ -76,6 +108,8 @@ RESOURCE_FIELDS = (
     "current_allocation__user__first_name",
     "current_allocation__user__last_name",
     "current_allocation__funding_source__name",
+    # Whose lab pays: a person may act on their own pods while they are in it.
+    "current_allocation__funding_source__lab",
 )
 
 
@@ -141,16 +175,10 @@ class ShownResource:
         return self.requested_name or self.name or self.runpod_id
 
 
-# ShownResource's fields read from the resource itself, in its order.
-SHOWN_FIELDS = ("pk", *RESOURCE_FIELDS[: RESOURCE_FIELDS.index("gone_at") + 1])
-
-
-def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResource]]:
-    """What runs now (highest $/hour first), and the storage billing while idle (highest
-    $/month first, each with `storage_monthly_usd` at Runpod's published prices and
-    `storage_gb`), read in one query."""
-    running, idle = [], []
-    rows = with_stop_history(
+def shown_query(owner_q: Q):
+    """The present resources matching owner_q that run or bill while idle, as
+    running_and_idle reads them."""
+    return with_stop_history(
         Resource.objects.present().filter(owner_q).filter(RUNNING_Q | _idle_q())
     ).values_list(
         *SHOWN_FIELDS,
@@ -165,6 +193,21 @@ def running_and_idle(owner_q: Q) -> tuple[list[ShownResource], list[ShownResourc
         "first_billed_at",
         "history_from",
     )
+
+
+# ShownResource's fields read from the resource itself, in its order.
+SHOWN_FIELDS = ("pk", *RESOURCE_FIELDS[: RESOURCE_FIELDS.index("gone_at") + 1])
+
+
+def running_and_idle(
+    owner_q: Q | None = None, *, rows=None
+) -> tuple[list[ShownResource], list[ShownResource]]:
+    """What runs now (highest $/hour first), and the storage billing while idle (highest
+    $/month first, each with `storage_monthly_usd` at Runpod's published prices and
+    `storage_gb`), read in one query (`shown_query(owner_q)`, or its `rows` when the caller
+    has run it)."""
+    running, idle = [], []
+    rows = shown_query(owner_q) if rows is None else rows
     shown = len(SHOWN_FIELDS)
     for row in rows:
         values = row[:shown]
@@ -237,18 +280,24 @@ class _Costing:
     gone_at: dt.datetime | None
 
 
-def now_rates(owner_q: Q) -> NowRates:
-    """One query over the present resources matching owner_q that cost money now."""
-    hours_per_month = settings.LABGOV_HOURS_PER_MONTH
-    by_allocation: dict[int, Decimal] = defaultdict(lambda: ZERO)
-    by_source: dict[int, Decimal] = defaultdict(lambda: ZERO)
-    rows = (
+def costing_query(owner_q: Q):
+    """The present resources matching owner_q that cost money now, as now_rates reads them."""
+    return (
         Resource.objects.present()
         .filter(owner_q, _COSTING_Q, current_allocation__isnull=False)
         .values_list(
             "current_allocation_id", "current_allocation__funding_source_id", *_RATE_FIELDS
         )
     )
+
+
+def now_rates(owner_q: Q | None = None, *, rows=None) -> NowRates:
+    """One query over the present resources matching owner_q that cost money now
+    (`costing_query(owner_q)`, or its `rows` when the caller has run it)."""
+    hours_per_month = settings.LABGOV_HOURS_PER_MONTH
+    by_allocation: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    by_source: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    rows = costing_query(owner_q) if rows is None else rows
     for allocation_id, source_id, *values in rows:
         daily = daily_rate_now(_Costing(*values), hours_per_month)
         by_allocation[allocation_id] += daily

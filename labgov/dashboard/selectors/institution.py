@@ -7,8 +7,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db import connection
+from django.db.models import Q, Sum
+
 from labgov.accounts import access
 from labgov.accounts.models import today_utc
+from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO, grouped_sums
 from labgov.dashboard.filters import MonthRange, add_months, month_range
 from labgov.dashboard.selectors.common import PALETTE, money, top_with_rest
@@ -32,21 +36,16 @@ class InstitutionDashboard:
     monthly_chart: dict
 
 
-def institution_dashboard(user, params) -> InstitutionDashboard:
-    institutions = access.spend_institutions(user)
-    access.deny_unless(bool(institutions))
-    today = today_utc()
-    period = month_range(params, today=today)
-    months = period.months
-    sums = grouped_sums(
-        MonthlySpend.objects.filter(
-            institution_id__in=institutions, month__gte=period.first, month__lte=period.last
-        ),
-        ["account_id", "funding_source_id", "month"],
-        "amount_usd",
-    )
-    sources = list(
-        FundingSource.objects.filter(institution_id__in=institutions)
+SUM_KEYS = ["account_id", "funding_source_id", "month"]
+
+
+def _monthly(q: Q, first: dt.date, last: dt.date):
+    return MonthlySpend.objects.filter(q, month__gte=first, month__lte=last)
+
+
+def _sources(q: Q):
+    return (
+        FundingSource.objects.filter(q)
         .values_list(
             "pk",
             "name",
@@ -59,9 +58,50 @@ def institution_dashboard(user, params) -> InstitutionDashboard:
         )
         .order_by("end_date", "name")
     )
-    accounts = dict(
-        RunpodAccount.objects.filter(institution_id__in=institutions).values_list("pk", "name")
+
+
+def _accounts(q: Q):
+    return RunpodAccount.objects.filter(q).values_list("pk", "name")
+
+
+# labgov/core/compiled.py. PostgreSQL sums numeric exactly (elsewhere grouped_sums does).
+_SUMS = CompiledValues(
+    lambda institution_id, first, last: (
+        _monthly(Q(institution_id=institution_id), first, last)
+        .values(*SUM_KEYS)
+        .annotate(_sum0=Sum("amount_usd"))
+        .values_list(*SUM_KEYS, "_sum0")
     )
+)
+_SOURCES = CompiledValues(lambda institution_id: _sources(Q(institution_id=institution_id)))
+_ACCOUNTS = CompiledValues(lambda institution_id: _accounts(Q(institution_id=institution_id)))
+
+
+def institution_dashboard(user, params) -> InstitutionDashboard:
+    institutions = access.spend_institutions(user)
+    access.deny_unless(bool(institutions))
+    today = today_utc()
+    period = month_range(params, today=today)
+    months = period.months
+    if len(institutions) == 1 and connection.vendor == "postgresql":
+        # One institution, as nearly always: the page's queries compiled once per process.
+        (institution_id,) = institutions
+        sums = {
+            tuple(row[:3]): row[3] or ZERO
+            for row in _SUMS.rows(
+                institution_id=institution_id, first=period.first, last=period.last
+            )
+        }
+        sources = _SOURCES.rows(institution_id=institution_id)
+        accounts = dict(_ACCOUNTS.rows(institution_id=institution_id))
+    else:
+        sums = grouped_sums(
+            _monthly(Q(institution_id__in=institutions), period.first, period.last),
+            SUM_KEYS,
+            "amount_usd",
+        )
+        sources = list(_sources(Q(institution_id__in=institutions)))
+        accounts = dict(_accounts(Q(institution_id__in=institutions)))
 
     by_source: dict = defaultdict(lambda: defaultdict(lambda: ZERO))
     by_account: dict = defaultdict(lambda: defaultdict(lambda: ZERO))

@@ -11,17 +11,18 @@ from django.urls import reverse
 
 from labgov.accounts import access
 from labgov.accounts.models import Lab, today_utc
+from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
 from labgov.dashboard.selectors.common import (
     CATEGORY_LABELS,
     PALETTE,
+    DailySums,
     bar_chart,
-    burn_sums,
     by_holder_and_category,
     category_table,
-    daily_sums,
+    costing_query,
     days,
     doughnut_chart,
     holder_names,
@@ -30,6 +31,7 @@ from labgov.dashboard.selectors.common import (
     people_table,
     running_and_idle,
     running_table,
+    shown_query,
     storage_table,
     top_with_rest,
 )
@@ -58,6 +60,21 @@ class LabDashboard:
     last_month: tuple[dt.date, dt.date] | None = None
 
 
+# The lab's queries, read on every request of its page: compiled once per process
+# (labgov/core/compiled.py).
+_BURNS = DailySums(
+    lambda lab_id: Q(lab_id=lab_id, funding_source__isnull=False), ["funding_source_id"]
+)
+_IN_PERIOD = DailySums(lambda lab_id: Q(lab_id=lab_id), ["category", "allocation_id"])
+_BY_DAY = DailySums(lambda lab_id: Q(lab_id=lab_id, allocation__isnull=False), ["day", "category"])
+_SHOWN = CompiledValues(
+    lambda lab_id: shown_query(Q(current_allocation__funding_source__lab_id=lab_id))
+)
+_COSTING = CompiledValues(
+    lambda lab_id: costing_query(Q(current_allocation__funding_source__lab_id=lab_id))
+)
+
+
 def whole_month(period: DayRange) -> dt.date | None:
     """The month the range is, when it is exactly one calendar month."""
     following = (period.first.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
@@ -84,14 +101,12 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
     sources = list(
         FundingSource.objects.filter(lab=lab).with_figures().order_by("end_date", "name")
     )
-    burns = burn_sums(Q(lab=lab, funding_source__isnull=False), today, "funding_source_id")
+    burns = _BURNS.burn(today, lab_id=lab.pk)
     # The lab's rollups: attributed to its allocations, or unattributed on its own accounts.
-    in_period = daily_sums(Q(lab=lab), period.first, period.last, ["category", "allocation_id"])
-    by_day = daily_sums(
-        Q(lab=lab, allocation__isnull=False), period.first, period.last, ["day", "category"]
-    )
+    in_period = _IN_PERIOD(period.first, period.last, lab_id=lab.pk)
+    by_day = _BY_DAY(period.first, period.last, lab_id=lab.pk)
     holders = holder_names({key[1] for key in in_period if key[1] is not None})
-    running, idle = running_and_idle(Q(current_allocation__funding_source__lab=lab))
+    running, idle = running_and_idle(rows=_SHOWN.rows(lab_id=lab.pk))
 
     by_category: dict[str, Decimal] = {}
     unattributed = ZERO
@@ -104,7 +119,7 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
 
     tables = {
         "funding": funding_table(
-            sources, burns, today, now_rates(Q(current_allocation__funding_source__lab=lab))
+            sources, burns, today, now_rates(rows=_COSTING.rows(lab_id=lab.pk))
         ),
         "categories": category_table(by_category),
         "people": people_table(by_holder),

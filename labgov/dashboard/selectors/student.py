@@ -6,15 +6,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import BooleanField, Case, Q, Value, When
+from django.db import connection
+from django.db.models import BooleanField, Case, Q, Sum, Value, When
 
 from labgov.accounts.models import today_utc
+from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO, grouped_sums
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
 from labgov.dashboard.selectors.common import (
     PALETTE,
-    burn_sums,
+    DailySums,
     daily_rate_now,
     days,
     money,
@@ -40,6 +42,51 @@ from labgov.usage.models import DailySpend
 DEFAULT_DAYS = 30
 
 
+@dataclass(slots=True)
+class MyAllocation:
+    """One of the person's allocations as the page shows it, with its ledger figures."""
+
+    pk: int
+    project_name: str
+    cap_usd: Decimal
+    end_date: dt.date
+    tag_code: str
+    funding_name: str
+    lab_id: int
+    lab_name: str
+    committed_usd: Decimal
+    spent_usd: Decimal
+    remaining_usd: Decimal
+
+
+def _my_allocations(user_id: int):
+    # A person's own allocations are theirs to see wherever they are (access.allocations_q
+    # holds every allocation of theirs): no other visibility to check.
+    return (
+        Allocation.objects.filter(user_id=user_id)
+        .with_figures()
+        .order_by("end_date", "pk")
+        .values_list(
+            "pk",
+            "project_name",
+            "cap_usd",
+            "end_date",
+            "tag_code",
+            "funding_source__name",
+            "funding_source__lab_id",
+            "funding_source__lab__name",
+            "committed_usd",
+            "spent_usd",
+            "remaining_usd",
+        )
+    )
+
+
+# Read on every request of the page: compiled once per process (labgov/core/compiled.py).
+_MY_ALLOCATIONS = CompiledValues(_my_allocations)
+_BURNS = DailySums(lambda user_id: Q(allocation__user_id=user_id), ["allocation_id"])
+
+
 @dataclass
 class StudentDashboard:
     today: dt.date
@@ -52,6 +99,8 @@ class StudentDashboard:
     share_chart: dict
     # (allocation, its Runpod tag code): a pod with LABGOV_ALLOCATION=<code> is paid by it.
     tags: list[tuple[str, str]]
+    # The person's pods, with what they may do to each (my_pods).
+    pods: list
 
 
 def student_dashboard(user, params) -> StudentDashboard:
@@ -59,19 +108,13 @@ def student_dashboard(user, params) -> StudentDashboard:
     period = day_range(
         params, default_first=today - dt.timedelta(days=DEFAULT_DAYS - 1), default_last=today
     )
-    allocations = list(
-        Allocation.objects.for_dashboard(user).filter(user=user).order_by("end_date", "pk")
-    )
-    burns = (
-        burn_sums(Q(allocation_id__in=[a.pk for a in allocations]), today, "allocation_id")
-        if allocations
-        else {}
-    )
+    allocations = [MyAllocation(*row) for row in _MY_ALLOCATIONS.rows(user_id=user.pk)]
+    burns = _BURNS.burn(today, user_id=user.pk) if allocations else {}
     resources = list(
         resources_shown(Q(current_allocation__user=user)).order_by("kind", "name", "pk")
     )
     labs = sorted(
-        {(a.funding_source.lab_id, a.funding_source.lab.name) for a in allocations},
+        {(a.lab_id, a.lab_name) for a in allocations},
         key=lambda lab: lab[1],
     )
     lab_id = _chosen_lab(params, labs)
@@ -105,7 +148,8 @@ def student_dashboard(user, params) -> StudentDashboard:
         tables=tables,
         totals=totals,
         share_chart=share_chart(share, period),
-        tags=[(f"{a.funding_source.name}", a.tag_code) for a in allocations],
+        tags=[(a.funding_name, a.tag_code) for a in allocations],
+        pods=my_pods(user, resources),
     )
 
 
@@ -120,21 +164,36 @@ def _chosen_lab(params, labs: list[tuple[int, str]]) -> int | None:
     return ids[0] if ids else None
 
 
-def _share_by_day(user, lab_id: int, period: DayRange) -> dict[tuple, Decimal]:
-    """{(day, is mine): amount} of the lab's attributed spend: only totals of the others."""
-    rows = DailySpend.objects.filter(
-        lab_id=lab_id, allocation__isnull=False, day__gte=period.first, day__lte=period.last
+def _lab_days(lab_id: int, user_id: int, first: dt.date, last: dt.date):
+    return DailySpend.objects.filter(
+        lab_id=lab_id, allocation__isnull=False, day__gte=first, day__lte=last
     ).annotate(
         mine=Case(
-            When(user_id=user.pk, then=Value(True)),
+            When(user_id=user_id, then=Value(True)),
             default=Value(False),
             output_field=BooleanField(),
         )
     )
-    return {
-        (day, bool(mine)): v
-        for (day, mine), v in grouped_sums(rows, ["day", "mine"], "amount_usd").items()
-    }
+
+
+# Read on every request of the page: compiled once per process (labgov/core/compiled.py).
+_SHARE = CompiledValues(
+    lambda **values: (
+        _lab_days(**values)
+        .values("day", "mine")
+        .annotate(_sum0=Sum("amount_usd"))
+        .values_list("day", "mine", "_sum0")
+    )
+)
+
+
+def _share_by_day(user, lab_id: int, period: DayRange) -> dict[tuple, Decimal]:
+    """{(day, is mine): amount} of the lab's attributed spend: only totals of the others."""
+    values = {"lab_id": lab_id, "user_id": user.pk, "first": period.first, "last": period.last}
+    if connection.vendor != "postgresql":  # sums decimals in Python (grouped_sums)
+        sums = grouped_sums(_lab_days(**values), ["day", "mine"], "amount_usd")
+        return {(day, bool(mine)): v for (day, mine), v in sums.items()}
+    return {(day, bool(mine)): v or ZERO for day, mine, v in _SHARE.rows(**values)}
 
 
 def _now_rates(resources) -> dict[int, Decimal]:
@@ -162,8 +221,8 @@ def allocations_table(allocations, burns: dict, today: dt.date, now_rate: dict) 
         rows.append(
             Row(
                 [
-                    a.funding_source.name,
-                    a.funding_source.lab.name,
+                    a.funding_name,
+                    a.lab_name,
                     a.project_name,
                     a.end_date,
                     a.cap_usd,
@@ -296,19 +355,15 @@ def share_chart(share: dict[tuple, Decimal], period: DayRange) -> dict:
     }
 
 
-def my_pods(user) -> list:
+def my_pods(user, resources: list[Resource]) -> list:
     """The pods a person pays for from their own allocations and still has on Runpod, each
-    with what it costs (per hour running, per month stopped) and what they may do to it."""
+    with what it costs (per hour running, per month stopped) and what they may do to it:
+    those among the resources the page has already read (theirs, not gone)."""
     from labgov.alerts.services import own_pod_actions_for, stopped_monthly_usd
-    from labgov.runpod.models import Resource, ResourceKind
+    from labgov.runpod.models import ResourceKind
 
-    pods = list(
-        Resource.objects.filter(
-            current_allocation__user=user, kind=ResourceKind.POD, gone_at__isnull=True
-        )
-        .select_related("account", "current_allocation__funding_source")
-        .order_by("name", "pk")
-    )
+    # In the resources' order: by name, then id, within the pods.
+    pods = [r for r in resources if r.kind == ResourceKind.POD and r.gone_at is None]
     for pod in pods:
         pod.actions = own_pod_actions_for(user, pod)
         pod.stopped_monthly_usd = stopped_monthly_usd(pod)

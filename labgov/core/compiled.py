@@ -1,0 +1,73 @@
+"""Hot read queries compiled to SQL once per process.
+
+Django builds and compiles a queryset on every call: for a page's small queries of a fixed
+shape that costs several times what PostgreSQL takes to answer them (2 ms against 0.3 ms
+for the scope every page reads). A `CompiledValues` builds its values_list queryset once with
+stand-in values, keeps the SQL, and runs it again with the real values in the stand-ins'
+places. The queryset stays the one definition of the query.
+
+Only for querysets whose shape does not depend on the values (no IN list of varying length,
+no branch on them) and whose columns need no converter (ints, text, booleans, dates and
+numerics on PostgreSQL). Elsewhere (SQLite, whose adapters turn dates into text) the queryset
+is built and run each time, as before.
+"""
+
+import datetime as dt
+import threading
+from collections.abc import Callable
+
+from django.db import connections
+from django.db.models import QuerySet
+
+
+# Values no real query carries, one per parameter: a stand-in found among the compiled
+# parameters is the slot of its value.
+def _stand_in(value, i: int):
+    if isinstance(value, bool):
+        raise TypeError("a boolean cannot have a stand-in")
+    if isinstance(value, int):
+        return -739_104_253 - i
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return dt.date(1, 2, 3) + dt.timedelta(days=i)
+    raise TypeError(f"no stand-in for {type(value).__name__}")
+
+
+class CompiledValues:
+    """`build(**values)` returns a values_list queryset; `rows(**values)` runs it. Its
+    values are ints (ids) and dates, passed by name."""
+
+    def __init__(self, build: Callable[..., QuerySet]):
+        self.build = build
+        self._compiled: dict[str, tuple[str, list, dict[int, str]] | None] = {}
+        self._lock = threading.Lock()
+
+    def _compile(self, alias: str, values: dict) -> tuple[str, list, dict[int, str]] | None:
+        stand_ins = {name: _stand_in(value, i) for i, (name, value) in enumerate(values.items())}
+        sql, params = self.build(**stand_ins).query.get_compiler(using=alias).as_sql()
+        slots = {}
+        for i, param in enumerate(params):
+            for name, stand_in in stand_ins.items():
+                if type(param) is type(stand_in) and param == stand_in:
+                    slots[i] = name
+        if set(slots.values()) != set(stand_ins):
+            return None  # a stand-in was adapted (SQLite's dates) or is not a parameter
+        return sql, list(params), slots
+
+    def rows(self, using: str = "default", **values) -> list[tuple]:
+        connection = connections[using]
+        if connection.vendor != "postgresql":
+            return list(self.build(**values))
+        key = f"{connection.alias}:{','.join(values)}"
+        if key not in self._compiled:
+            with self._lock:
+                self._compiled[key] = self._compile(connection.alias, values)
+        compiled = self._compiled[key]
+        if compiled is None:
+            return list(self.build(**values))
+        sql, params, slots = compiled
+        params = list(params)
+        for i, name in slots.items():
+            params[i] = values[name]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()

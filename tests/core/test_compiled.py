@@ -1,0 +1,76 @@
+import datetime as dt
+
+import pytest
+from django.db import connection
+
+from labgov.accounts.models import Membership, Role
+from labgov.core.compiled import CompiledValues
+from tests.factories import InstitutionFactory, LabFactory, MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+SINCE = dt.date(2026, 1, 1)
+
+
+def _roles(user_id: int, day: dt.date):
+    return (
+        Membership.objects.filter(user_id=user_id)
+        .active(day)
+        .order_by("pk")
+        .values_list("role", "lab_id", "end_date")
+    )
+
+
+def test_rows_are_the_querysets_for_every_value_and_the_sql_is_built_once():
+    lab = LabFactory()
+    ada, bob = UserFactory(), UserFactory()
+    MembershipFactory(
+        user=ada, institution=lab.institution, lab=lab, role=Role.LAB_ADMIN, start_date=SINCE
+    )
+    MembershipFactory(
+        user=ada,
+        institution=lab.institution,
+        lab=LabFactory(institution=lab.institution),
+        role=Role.MEMBER,
+        start_date=SINCE,
+        end_date=dt.date(2026, 6, 30),
+    )
+    MembershipFactory(
+        user=bob, institution=lab.institution, lab=lab, role=Role.MEMBER, start_date=SINCE
+    )
+    built = []
+
+    def build(**values):
+        built.append(values)
+        return _roles(**values)
+
+    compiled = CompiledValues(build)
+    for user, day in [(ada, dt.date(2026, 6, 30)), (ada, dt.date(2026, 7, 1)), (bob, None)]:
+        day = day or dt.date(2026, 7, 1)
+        assert compiled.rows(user_id=user.pk, day=day) == list(_roles(user.pk, day))
+    assert compiled.rows(user_id=ada.pk, day=dt.date(2026, 6, 30)) != compiled.rows(
+        user_id=ada.pk, day=dt.date(2026, 7, 1)
+    )
+    if connection.vendor == "postgresql":
+        # Once, with stand-ins: the later calls only run its SQL.
+        assert len(built) == 1
+        assert built[0]["user_id"] < 0 and built[0]["day"].year == 1
+
+
+def test_a_value_that_is_no_parameter_of_the_sql_falls_back_to_the_queryset():
+    user = UserFactory()
+
+    def build(user_id: int, day: dt.date):
+        # `day` never reaches the SQL: there is no slot to put it in.
+        return Membership.objects.filter(user_id=user_id).values_list("role")
+
+    compiled = CompiledValues(build)
+    assert compiled.rows(user_id=user.pk, day=dt.date(2026, 7, 1)) == []
+    MembershipFactory(
+        user=user, role=Role.FINANCE, lab=None, institution=InstitutionFactory(), start_date=SINCE
+    )
+    assert compiled.rows(user_id=user.pk, day=dt.date(2026, 7, 1)) == [(Role.FINANCE,)]
+
+
+def test_only_ids_and_dates_have_stand_ins():
+    with pytest.raises(TypeError):
+        CompiledValues(lambda flag: Membership.objects.values_list("pk")).rows(flag=True)
