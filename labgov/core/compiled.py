@@ -7,9 +7,11 @@ stand-in values, keeps the SQL, and runs it again with the real values in the st
 places. The queryset stays the one definition of the query.
 
 Only for querysets whose shape does not depend on the values (no IN list of varying length,
-no branch on them) and whose columns need no converter (ints, text, booleans, dates and
-numerics on PostgreSQL). Elsewhere (SQLite, whose adapters turn dates into text) the queryset
-is built and run each time, as before.
+no branch on them: a shape or a parameter that differs between two compilations with
+different stand-ins is refused, and the queryset is then built each time), that read no
+clock (a `now()` inside the build would be kept as a constant), and whose columns need no
+converter (ints, text, booleans, dates and numerics on PostgreSQL). Elsewhere (SQLite,
+whose adapters turn dates into text) the queryset is built and run each time, as before.
 """
 
 import datetime as dt
@@ -42,16 +44,31 @@ class CompiledValues:
         self._lock = threading.Lock()
 
     def _compile(self, alias: str, values: dict) -> tuple[str, list, dict[int, str]] | None:
-        stand_ins = {name: _stand_in(value, i) for i, (name, value) in enumerate(values.items())}
-        sql, params = self.build(**stand_ins).query.get_compiler(using=alias).as_sql()
-        slots = {}
-        for i, param in enumerate(params):
-            for name, stand_in in stand_ins.items():
-                if type(param) is type(stand_in) and param == stand_in:
-                    slots[i] = name
-        if set(slots.values()) != set(stand_ins):
-            return None  # a stand-in was adapted (SQLite's dates) or is not a parameter
-        return sql, list(params), slots
+        """The SQL, its parameters and which of them are the values; None when the queryset
+        cannot be compiled once (the caller then builds it each time)."""
+        compiled = []
+        # Twice, with two sets of stand-ins: a parameter that is not a value's slot must be
+        # the same in both, or the build derived it from a value (`day + 1`, a date's month):
+        # kept, it would be a constant of the first compilation, wrong for every later value.
+        for offset in (0, len(values) + 1):
+            stand_ins = {
+                name: _stand_in(value, offset + i) for i, (name, value) in enumerate(values.items())
+            }
+            sql, params = self.build(**stand_ins).query.get_compiler(using=alias).as_sql()
+            slots = {}
+            for i, param in enumerate(params):
+                for name, stand_in in stand_ins.items():
+                    if type(param) is type(stand_in) and param == stand_in:
+                        slots[i] = name
+            if set(slots.values()) != set(stand_ins):
+                return None  # a stand-in was adapted (SQLite's dates) or is not a parameter
+            compiled.append((sql, list(params), slots))
+        (sql, params, slots), (other_sql, other_params, other_slots) = compiled
+        if sql != other_sql or slots != other_slots or len(params) != len(other_params):
+            return None  # the shape depends on the values
+        if any(params[i] != other_params[i] for i in range(len(params)) if i not in slots):
+            return None  # a parameter derived from a value
+        return sql, params, slots
 
     def rows(self, using: str = "default", **values) -> list[tuple]:
         connection = connections[using]

@@ -2,6 +2,7 @@ import datetime as dt
 
 import pytest
 from django.db import connection
+from django.db.models import Q
 
 from labgov.accounts.models import Membership, Role
 from labgov.core.compiled import CompiledValues
@@ -52,8 +53,8 @@ def test_rows_are_the_querysets_for_every_value_and_the_sql_is_built_once():
     )
     if connection.vendor == "postgresql":
         # Once, with stand-ins: the later calls only run its SQL.
-        assert len(built) == 1
-        assert built[0]["user_id"] < 0 and built[0]["day"].year == 1
+        assert len(built) == 2  # twice with stand-ins, to tell values from constants
+        assert all(b["user_id"] < 0 and b["day"].year == 1 for b in built)
 
 
 def test_a_value_that_is_no_parameter_of_the_sql_falls_back_to_the_queryset():
@@ -69,6 +70,39 @@ def test_a_value_that_is_no_parameter_of_the_sql_falls_back_to_the_queryset():
         user=user, role=Role.FINANCE, lab=None, institution=InstitutionFactory(), start_date=SINCE
     )
     assert compiled.rows(user_id=user.pk, day=dt.date(2026, 7, 1)) == [(Role.FINANCE,)]
+
+
+def test_a_parameter_derived_from_a_value_falls_back_to_the_queryset():
+    """`day + 1` compiled once would be the first compilation's constant: the stand-in's
+    next day, for every later call."""
+    lab = LabFactory()
+    user = UserFactory()
+    MembershipFactory(
+        user=user,
+        institution=lab.institution,
+        lab=lab,
+        role=Role.MEMBER,
+        start_date=SINCE,
+        end_date=dt.date(2026, 6, 30),
+    )
+    built = []
+
+    def build(user_id: int, day: dt.date):
+        built.append(day)
+        # Memberships begun by `day` that still grant access the day after.
+        return Membership.objects.filter(
+            Q(end_date__isnull=True) | Q(end_date__gte=day + dt.timedelta(days=1)),
+            user_id=user_id,
+            start_date__lte=day,
+        ).values_list("role")
+
+    compiled = CompiledValues(build)
+    assert compiled.rows(user_id=user.pk, day=dt.date(2026, 6, 29)) == [(Role.MEMBER,)]
+    assert compiled.rows(user_id=user.pk, day=dt.date(2026, 6, 30)) == []
+    if connection.vendor == "postgresql":
+        # Compiled twice with stand-ins, refused, then built for each real value.
+        assert [d.year for d in built[:2]] == [1, 1]
+        assert built[2:] == [dt.date(2026, 6, 29), dt.date(2026, 6, 30)]
 
 
 def test_only_ids_and_dates_have_stand_ins():
