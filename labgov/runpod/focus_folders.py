@@ -2,8 +2,10 @@
 root (LABGOV_FOCUS_DROP_ROOT), and the worker imports the files that appear there, as if each
 were uploaded on the source's page by nobody in particular.
 
-The guarantees. A folder is always inside the root: the path is resolved (`..`, symlinks) when
-it is set and again on every round, and a file whose real path leaves the root is not read.
+The guarantees. A source's folder is always inside its institution's own folder under the root,
+`<root>/<institution slug>/`, so no institution's admin can name, or read through a symlink,
+the files dropped for another: the path is resolved (`..`, symlinks) when it is set and again
+on every round, and a file whose real path leaves the institution's folder is not read.
 Two sources never share a folder (each would import the other's bills). A file is read once
 per content: its SHA-256 is claimed (`FocusDrop`, unique on source and digest) before it is
 imported, so two workers never import one file and the same bytes under a new name are not read
@@ -37,18 +39,27 @@ def drop_root() -> Path | None:
     return Path(root).resolve() if root else None
 
 
-def folder_path(folder: str) -> Path:
-    """The real path of a source's folder, refused in words unless it lies inside the root."""
+def institution_folder(institution) -> Path | None:
+    """The institution's own folder under the root: its sources' folders lie inside it."""
     root = drop_root()
-    if root is None:
+    return root / institution.slug if root is not None else None
+
+
+def folder_path(folder: str, institution) -> Path:
+    """The real path of a source's folder, refused in words unless it lies inside the
+    institution's folder under the root."""
+    base = institution_folder(institution)
+    if base is None:
         raise DomainError(
             "No folder root is configured (LABGOV_FOCUS_DROP_ROOT): files are uploaded.",
             field="folder",
         )
-    path = (root / folder).resolve()
-    if path == root or not path.is_relative_to(root):
+    base = base.resolve()
+    path = (base / folder).resolve()
+    if path == base or not path.is_relative_to(base):
         raise DomainError(
-            f"The folder must lie inside {root} (LABGOV_FOCUS_DROP_ROOT), below it.",
+            f"The folder must lie inside {base} (your institution's folder under "
+            "LABGOV_FOCUS_DROP_ROOT), below it.",
             field="folder",
         )
     return path
@@ -65,15 +76,21 @@ def source_folder_set(*, actor, account: RunpodAccount, folder: str) -> RunpodAc
     folder = (folder or "").strip()
     relative = ""
     if folder:
-        path = folder_path(folder)
+        path = folder_path(folder, account.institution)
         if not path.is_dir():
             raise DomainError(
                 f"{path} is not a folder: create it first, then name it here.", field="folder"
             )
-        relative = path.relative_to(drop_root()).as_posix()
+        relative = path.relative_to(institution_folder(account.institution).resolve()).as_posix()
         if len(relative) > 500:
             raise DomainError("The folder's path is longer than 500 characters.", field="folder")
-        other = RunpodAccount.objects.filter(focus_folder=relative).exclude(pk=account.pk).first()
+        other = (
+            RunpodAccount.objects.filter(
+                institution_id=account.institution_id, focus_folder=relative
+            )
+            .exclude(pk=account.pk)
+            .first()
+        )
         if other is not None:
             raise DomainError(
                 "Another FOCUS source reads that folder already: give each its own.",
@@ -100,19 +117,20 @@ def folders_import() -> int:
     sources = RunpodAccount.objects.filter(
         billing_source=BillingSource.FOCUS, is_active=True
     ).exclude(focus_folder="")
-    return sum(folder_import(account=account) for account in sources.order_by("pk"))
+    sources = sources.select_related("institution").order_by("pk")
+    return sum(folder_import(account=account) for account in sources)
 
 
 def folder_import(*, account: RunpodAccount) -> int:
     try:
-        path = folder_path(account.focus_folder)
+        path = folder_path(account.focus_folder, account.institution)
     except DomainError as exc:
         log.warning("FOCUS source %s: folder %r refused: %s", account.pk, account.focus_folder, exc)
         return 0
     if not path.is_dir():
         log.warning("FOCUS source %s: folder %s is missing", account.pk, path)
         return 0
-    root, now = drop_root(), timezone.now()
+    root, now = institution_folder(account.institution).resolve(), timezone.now()
     FocusDrop.objects.filter(
         account=account, outcome=FocusDrop.Outcome.IMPORTING, found_at__lt=now - STALE_CLAIM
     ).delete()

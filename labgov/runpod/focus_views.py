@@ -12,7 +12,7 @@ from labgov.accounts import access
 from labgov.accounts.models import Institution, Lab
 from labgov.core.errors import DomainError
 from labgov.runpod.focus import focus_import, source_create
-from labgov.runpod.focus_folders import drop_root, source_folder_set
+from labgov.runpod.focus_folders import institution_folder, source_folder_set
 from labgov.runpod.forms import FocusFileForm, FocusFolderForm, FocusSourceForm
 from labgov.runpod.models import BillingSource, FocusDrop, FocusFile, RunpodAccount
 
@@ -105,7 +105,7 @@ def _source_page(request, source, form, can_import, folder_form=None):
         .order_by("-period_start", "-imported_at", "-id")[:60]
     )
     drops = list(FocusDrop.objects.filter(account=source).order_by("-found_at", "-id")[:60])
-    root = drop_root()
+    root = institution_folder(source.institution)
     if folder_form is None and can_import and root is not None:
         folder_form = FocusFolderForm(initial={"folder": source.focus_folder})
     return render(
@@ -117,7 +117,7 @@ def _source_page(request, source, form, can_import, folder_form=None):
             "drops": drops,
             "form": form,
             "folder_form": folder_form,
-            "drop_root": root,
+            "folder_root": root,
             "can_import": can_import,
         },
     )

@@ -33,12 +33,15 @@ def _clock():
 
 
 @pytest.fixture
-def root(tmp_path, settings):
-    root = tmp_path / "drops"
-    root.mkdir()
-    settings.LABGOV_FOCUS_DROP_ROOT = str(root)
+def root(tmp_path, settings, world):
+    """The institution's own folder under LABGOV_FOCUS_DROP_ROOT (where its sources' folders
+    lie)."""
+    top = tmp_path / "drops"
+    folder = top / world.institution.slug
+    folder.mkdir(parents=True)
+    settings.LABGOV_FOCUS_DROP_ROOT = str(top)
     settings.LABGOV_FOCUS_SETTLE_SECONDS = 60
-    return root
+    return folder
 
 
 @pytest.fixture
@@ -93,6 +96,35 @@ def test_a_folder_lies_under_the_root_however_it_is_written(world, source, root,
     source_folder_set(actor=world.inst_admin, account=source, folder="")
     source.refresh_from_db()
     assert source.focus_folder == ""
+
+
+def test_an_institution_admin_cannot_name_or_reach_another_institutions_folder(world, source, root):
+    """The outsider's institution drops its AWS bills under its own folder; Northfield's
+    admin names it through `..`, then reaches one of its files through a symlink."""
+    theirs = root.parent / "elsewhere" / "aws"
+    theirs.mkdir(parents=True)
+    _drop(theirs, "aws_2026_10.csv")
+    with pytest.raises(DomainError, match="must lie inside"):
+        source_folder_set(actor=world.inst_admin, account=source, folder="../elsewhere/aws")
+    (root / "aws").mkdir()
+    source_folder_set(actor=world.inst_admin, account=source, folder="aws")
+    (root / "aws" / "theirs.csv").symlink_to(theirs / "aws_2026_10.csv")
+    assert folders_import() == 0
+    assert not FocusDrop.objects.filter(account=source).exists()
+    assert not BillingRecord.objects.filter(resource__account=source).exists()
+    # Each institution's folders are its own: the same name elsewhere is not a clash.
+    their_source = source_create(
+        actor=world.outsider,
+        institution=world.outsider.memberships.get().institution,
+        name="AWS",
+        provider="AWS",
+    )
+    source_folder_set(actor=world.outsider, account=their_source, folder="aws")
+    their_source.refresh_from_db()
+    assert their_source.focus_folder == "aws"
+    assert folders_import() == 1  # theirs, from their own folder
+    assert FocusDrop.objects.filter(account=their_source, outcome="imported").count() == 1
+    assert not FocusDrop.objects.filter(account=source).exists()
 
 
 def test_without_a_root_no_source_has_a_folder(world, source, settings):
