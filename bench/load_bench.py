@@ -18,6 +18,10 @@ lab admin, checks each page answers 200 with that person's page, and runs wrk wi
 connections for `--seconds` per page. Every request's status is read back from labgov's
 own request log: all must be 200, and the data version must not move while wrk runs (no GET
 writes). Prints a table and writes JSON to bench/results/.
+With `--coldfront`, ColdFront 1.1.10 at 100 times its test data answers the same three pages in
+the same run, right after labgov's with the cache off, with wrk as for labgov (bench/coldfront.py
+says how it is installed, filled and served, and which of its pages answers which), and the
+table gives the ratio per page. Its database (`--coldfront-database`) is kept with `--reuse`.
 Target: at least 200 requests/s and p99 under 250 ms on both pages with the cache on.
 """
 
@@ -37,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+import coldfront  # noqa: E402 - ColdFront beside labgov, for --coldfront
 import dashboard_bench  # noqa: E402 - the builder this benchmark shares
 
 DB = "labgov_loadbench"
@@ -184,6 +189,36 @@ def _wrk(url: str, cookie: str, seconds: int, connections: int) -> dict:
     }
 
 
+def _process_group_cpu(group: int) -> float:
+    """CPU seconds (user and system) used so far by the live processes of a process group:
+    the server's master and workers, which live through a wrk run. On a shared machine this
+    is the figure that other load does not inflate much (wall-clock rates it does)."""
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # from the state on (proc(5), field 3)
+        if int(fields[2]) == group:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _measured(url: str, cookie: str, args, group: int) -> dict:
+    """wrk on one page, with the load average around it and the server's CPU per request."""
+    load_before, cpu_before = os.getloadavg(), _process_group_cpu(group)
+    figures = _wrk(url, cookie, args.seconds, args.connections)
+    cpu = _process_group_cpu(group) - cpu_before
+    figures["server_cpu_s"] = round(cpu, 2)
+    figures["server_cpu_ms_per_request"] = round(1000 * cpu / max(figures["requests"], 1), 2)
+    figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    figures["load_average_before"] = [round(x, 2) for x in load_before]
+    return figures
+
+
 def _statuses(log_path: Path, path: str, user_id: int) -> dict[str, int]:
     """How many requests of `path` labgov answered with each status, from its JSON log (and
     under "other person", how many it answered for someone else)."""
@@ -218,6 +253,32 @@ def _gunicorn_shape(env: dict) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
+def _coldfront_pages(bin_dir: Path, env: dict, pages: list[str], args, log: Path) -> dict:
+    """ColdFront's counterpart of each page, measured as labgov's are: its figures by page."""
+    port = args.coldfront_port or _free_port()
+    base = f"http://127.0.0.1:{port}"
+    figures_by_page = {}
+    with coldfront.Server(bin_dir, env, port, log) as server:
+        coldfront.wait_ready(base, time.monotonic() + 60)
+        sessions = {user: coldfront.login(base, user) for user in (coldfront.PI, coldfront.ADMIN)}
+        for page in pages:
+            user, path = coldfront.PAGES[page]
+            for _ in range(3):  # every worker's first request
+                coldfront.check_page(
+                    base, path, sessions[user], coldfront.expected(page, args.coldfront_times)
+                )
+            figures = _measured(base + path, sessions[user], args, server.process.pid)
+            figures["path"] = path
+            figures["user"] = user
+            figures_by_page[page] = figures
+            print(f"ColdFront  {page:<8} {figures}", flush=True)
+        for page, figures in figures_by_page.items():
+            figures["statuses"] = server.statuses(figures["path"])
+            if set(figures["statuses"]) != {"200"} or figures["non_2xx_3xx"]:
+                raise SystemExit(f"ColdFront {page}: statuses {figures['statuses']}, see {log}")
+    return figures_by_page
+
+
 def main() -> None:
     global DB
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -232,7 +293,14 @@ def main() -> None:
     parser.add_argument("--modes", default="off,on", help="page cache off, on, or both")
     parser.add_argument("--pages", default=",".join(PAGES), help="of " + ", ".join(PAGES))
     parser.add_argument("--redis-db", type=int, default=7)
+    parser.add_argument("--coldfront", action="store_true", help="and ColdFront, same run")
+    parser.add_argument("--coldfront-venv", type=Path, default=coldfront.DEFAULT_VENV)
+    parser.add_argument("--coldfront-database", help="default: --database's name + _coldfront")
+    parser.add_argument("--coldfront-port", type=int, help="default: a free one")
+    parser.add_argument("--coldfront-times", type=int, default=100, help="its test data times")
     args = parser.parse_args()
+    if args.coldfront and "off" not in args.modes:
+        raise SystemExit("--coldfront compares with the cache off: --modes must hold off")
 
     from cryptography.fernet import Fernet
 
@@ -305,7 +373,19 @@ def main() -> None:
     workers, threads = _gunicorn_shape(env)
     modes = [m for m in (("cache off", "0"), ("cache on", None)) if m[0][6:] in args.modes]
     results: dict = {}
+    coldfront_results: dict = {}
+    coldfront_database = args.coldfront_database or f"{DB}_coldfront"
     try:
+        if args.coldfront:
+            coldfront_bin = coldfront.ensure_venv(args.coldfront_venv)
+            coldfront_home, coldfront_static = coldfront.scratch(tmp)
+            coldfront_env = coldfront.environment(
+                coldfront_database, coldfront_static, coldfront_home
+            )
+            built = coldfront.ensure_database(
+                coldfront_bin, coldfront_database, args.coldfront_times, args.reuse, coldfront_env
+            )
+            print(f"ColdFront: {built}", flush=True)
         subprocess.run(
             [f"{VENV_BIN}/python", "manage.py", "collectstatic", "--noinput", "-v0"],
             cwd=ROOT,
@@ -317,19 +397,15 @@ def main() -> None:
             if seconds is not None:
                 run_env["LABGOV_PAGE_CACHE_SECONDS"] = seconds
             log_path = tmp / f"gunicorn-{mode.replace(' ', '-')}.log"
-            with Gunicorn(run_env, log_path):
+            with Gunicorn(run_env, log_path) as server:
                 _wait_ready(base, time.monotonic() + 60)
                 for page in pages:
                     for _ in range(3):  # every worker's first request, and the cache's
                         _check_page(base, paths[page], cookies[page], expected[page])
-                    load_before = os.getloadavg()
-                    url = base + paths[page]
                     version = dataversion.current()
-                    figures = _wrk(url, cookies[page], args.seconds, args.connections)
+                    figures = _measured(base + paths[page], cookies[page], args, server.process.pid)
                     # A GET that wrote would retire every cached page, each time.
                     figures["data_version_moved"] = dataversion.current() != version
-                    figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
-                    figures["load_average_before"] = [round(x, 2) for x in load_before]
                     results.setdefault(mode, {})[page] = figures
                     print(f"{mode:<10} {page:<8} {figures}", flush=True)
             for page in pages:
@@ -341,22 +417,58 @@ def main() -> None:
                     or results[mode][page]["data_version_moved"]
                 ):
                     raise SystemExit(f"{mode} {page}: statuses {statuses}, see {log_path}")
+            if args.coldfront and mode == "cache off":
+                coldfront_results = _coldfront_pages(
+                    coldfront_bin, coldfront_env, pages, args, tmp / "coldfront-access.log"
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if not args.reuse:
             dashboard_bench._admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+            if args.coldfront:
+                coldfront.drop_database(coldfront_database)
 
     print(
         f"\n{args.records:,} records, {args.connections} connections, {args.seconds} s per page, "
         f"gunicorn {workers} workers x {threads} threads on {os.cpu_count()} cores"
     )
-    print(f"{'':<10} {'page':<8}{'req/s':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}  load average")
+    print(
+        f"{'':<10} {'page':<8}{'req/s':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}"
+        f"{'CPU ms/req':>11}  load average"
+    )
     for mode, pages in results.items():
         for page, f in pages.items():
             print(
                 f"{mode:<10} {page:<8}{f['requests_per_s']:>9.1f}{f['p50_ms']:>9}"
-                f"{f['p90_ms']:>9}{f['p99_ms']:>9}  {' '.join(map(str, f['load_average']))}"
+                f"{f['p90_ms']:>9}{f['p99_ms']:>9}{f['server_cpu_ms_per_request']:>11}"
+                f"  {' '.join(map(str, f['load_average']))}"
             )
+    if coldfront_results:
+        print(
+            f"\nColdFront {coldfront.VERSION} at {args.coldfront_times} times its test data, "
+            "gunicorn 2 sync workers; labgov with the page cache off"
+        )
+        print(
+            f"{'page':<8} {'ColdFront page':<38}{'req/s labgov':>13}{'ColdFront':>10}{'ratio':>7}"
+            f"{'CPU ms/req labgov':>19}{'ColdFront':>10}{'ratio':>7}"
+            f"{'p99 ms labgov':>14}{'ColdFront':>10}  load average"
+        )
+        for page, f in coldfront_results.items():
+            ours = results["cache off"][page]
+            f["ratio"] = round(ours["requests_per_s"] / f["requests_per_s"], 2)
+            f["cpu_ratio"] = round(
+                f["server_cpu_ms_per_request"] / max(ours["server_cpu_ms_per_request"], 0.01), 2
+            )
+            print(
+                f"{page:<8} {f['path']:<38}{ours['requests_per_s']:>13.1f}"
+                f"{f['requests_per_s']:>10.1f}{f['ratio']:>7.2f}"
+                f"{ours['server_cpu_ms_per_request']:>19}{f['server_cpu_ms_per_request']:>10}"
+                f"{f['cpu_ratio']:>7.2f}{ours['p99_ms']:>14}{f['p99_ms']:>10}"
+                f"  {' '.join(map(str, f['load_average']))}"
+            )
+        print(
+            "ratio: labgov's requests/s over ColdFront's; ColdFront's CPU per request over labgov's"
+        )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     path = out / f"load-{time.strftime('%Y%m%dT%H%M%S')}.json"
@@ -369,6 +481,13 @@ def main() -> None:
         "cores": os.cpu_count(),
         "results": results,
     }
+    if coldfront_results:
+        result["coldfront"] = {
+            "version": coldfront.VERSION,
+            "times_test_data": args.coldfront_times,
+            "workers": 2,
+            "pages": coldfront_results,
+        }
     path.write_text(json.dumps(result, indent=2))
     print(f"\nwritten to {path.relative_to(ROOT)}")
 

@@ -11,17 +11,27 @@ peak resident memory of the syncing process, and the ratio of the sync's rate to
 (target: at least 0.5). On PostgreSQL billing is partitioned by month
 (labgov/runpod/partitions.py): the sync writes into the partitions; COPY is timed into a plain
 table (the floor) and into one partitioned by month the same way.
+
+Where the sync's time goes: the CPU seconds of the syncing process (all its threads) and of
+the simulator over the sync, and per step of the billing phase (fetching a slice, writing its
+records, the ledger's usage, the rollups, and the whole slice's transaction) the calls, wall
+seconds, this process's CPU in that thread and the CPU of the PostgreSQL backend serving it
+(read from /proc: PostgreSQL runs on this machine). Figures of steps that run side by side
+(LABGOV_SYNC_WRITERS) add up past the phase's wall time.
 """
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import resource
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +106,7 @@ def main() -> None:
     )
     try:
         _wait_for(port, sim)
-        result = _run(port)
+        result = _run(port, sim.pid)
     finally:
         sim.terminate()
         sim.wait(10)
@@ -106,7 +116,68 @@ def main() -> None:
     (out / f"sync-{time.strftime('%Y%m%dT%H%M%S')}.json").write_text(json.dumps(result, indent=2))
 
 
-def _run(port: int) -> dict:
+def _process_cpu(pid: int | None) -> float:
+    """CPU seconds (user and system) a process on this machine has used, 0 when it is gone."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class StepClock:
+    """Wraps functions the sync calls by name and adds up, per step: calls, wall seconds, CPU
+    seconds of the calling thread, and CPU seconds of that thread's PostgreSQL backend."""
+
+    def __init__(self):
+        self.figures = defaultdict(lambda: defaultdict(float))
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _backend() -> int | None:
+        from django.db import connection
+
+        raw = connection.connection
+        return None if raw is None or raw.closed else raw.info.backend_pid
+
+    def wrap(self, module, name: str, step: str | None = None) -> None:
+        function = getattr(module, name, None)
+        if function is None:
+            return
+        step = step or name
+
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            backend = self._backend()
+            backend_before = _process_cpu(backend)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+                now_backend = self._backend()
+                if now_backend != backend:  # opened inside: its whole life is this step's
+                    backend_before = 0.0
+                backend_cpu = _process_cpu(now_backend) - backend_before
+                with self.lock:
+                    figures = self.figures[step]
+                    figures["calls"] += 1
+                    figures["wall_s"] += wall
+                    figures["cpu_s"] += cpu
+                    figures["pg_backend_cpu_s"] += backend_cpu
+
+        setattr(module, name, timed)
+
+    def report(self) -> dict:
+        return {
+            step: {name: round(value, 2) for name, value in figures.items()}
+            for step, figures in self.figures.items()
+        }
+
+
+def _run(port: int, simulator_pid: int) -> dict:
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -116,9 +187,20 @@ def _run(port: int) -> dict:
     from django.db import connection
 
     from labgov.accounts.services import institution_create
+    from labgov.runpod import billing_store, sync
     from labgov.runpod.models import BillingRecord
     from labgov.runpod.services import account_connect
     from labgov.runpod.sync import account_sync
+
+    steps = StepClock()
+    steps.wrap(billing_store, "fetch_slice", "fetch slice (HTTP)")
+    steps.wrap(billing_store, "write_slice", "records (write_slice)")
+    # Whatever the slice's transaction calls after its records, by the names sync.py uses.
+    for name in ("span_written", "usage_reconcile", "rollups_rebuild", "unattributed_refresh"):
+        steps.wrap(sync, name)
+    steps.wrap(sync, "_slice_write", "whole slice (its transaction)")
+    # Where a slice, its records written, waits for the slice before it to commit.
+    steps.wrap(sync, "account_lock_serial", "waiting for the serial lock")
 
     institution = institution_create(actor=None, name="Bench University")
     account = account_connect(
@@ -129,9 +211,19 @@ def _run(port: int) -> dict:
         base_url=f"http://127.0.0.1:{port}",
     )
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
+    simulator_before = _process_cpu(simulator_pid)
+    load_before = os.getloadavg()
     started = time.perf_counter()
     run = account_sync(account_id=account.pk)
     sync_seconds = time.perf_counter() - started
+    usage_after = resource.getrusage(resource.RUSAGE_SELF)
+    sync_cpu = (usage_after.ru_utime - usage_before.ru_utime) + (
+        usage_after.ru_stime - usage_before.ru_stime
+    )
+    simulator_cpu = _process_cpu(simulator_pid) - simulator_before
+    load_after_sync = os.getloadavg()
+    billing_steps = steps.report()  # the first sync's, before the routine one below
     rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if run.status != "succeeded":
         sys.exit(f"sync failed: {run.error}")
@@ -157,9 +249,14 @@ def _run(port: int) -> dict:
         ).iterator(chunk_size=20000)
     )
     raw = connection.connection  # the psycopg connection under Django's
-    copy_seconds = _copy(raw, rows, partitioned=False)
+    copy_seconds, _ = _copy(raw, rows, partitioned=False)
     # The same into a scratch table partitioned by month as billing is (on PostgreSQL).
-    copy_partitioned_seconds = _copy(raw, rows, partitioned=True)
+    copy_partitioned_seconds, copy_cpu = _copy(raw, rows, partitioned=True)
+    # And into one with billing's own primary key and check constraint too, which the sync
+    # maintains as it writes: the same partitioned table, empty.
+    copy_same_table_seconds, copy_same_table_cpu = _copy(
+        raw, rows, partitioned=True, same_table=True
+    )
 
     # A second sync over the default window (the overlap): what a routine 15-minute run costs.
     started = time.perf_counter()
@@ -179,6 +276,12 @@ def _run(port: int) -> dict:
         "sync_to_partitioned_copy_ratio": round(
             sync_rate / (len(rows) / copy_partitioned_seconds), 2
         ),
+        "copy_same_table_seconds": round(copy_same_table_seconds, 2),
+        "sync_to_same_table_copy_ratio": round(
+            sync_rate / (len(rows) / copy_same_table_seconds), 2
+        ),
+        "copy_partitioned_cpu_s": copy_cpu,
+        "copy_same_table_cpu_s": copy_same_table_cpu,
         "billing_partitions": _partition_count(connection),
         "peak_rss_mb": round(rss_peak),
         "rss_before_sync_mb": round(rss_before),
@@ -187,6 +290,11 @@ def _run(port: int) -> dict:
         "ledger_entries": run.counts.get("ledger_entries"),
         "sync_phase_seconds": run.counts.get("seconds"),
         "writers": settings.LABGOV_SYNC_WRITERS,
+        "sync_process_cpu_s": round(sync_cpu, 2),
+        "simulator_cpu_s": round(simulator_cpu, 2),
+        "billing_steps": billing_steps,
+        "load_average_before_sync": [round(x, 2) for x in load_before],
+        "load_average_after_sync": [round(x, 2) for x in load_after_sync],
         "load_average": os.getloadavg(),
     }
 
@@ -198,14 +306,17 @@ COPY_COLUMNS = (
 )
 
 
-def _copy(raw, rows: list, *, partitioned: bool) -> float:
+def _copy(raw, rows: list, *, partitioned: bool, same_table: bool = False) -> tuple:
     """Seconds to COPY `rows` into a scratch table without indexes: plain, or partitioned by
-    month like billing (its partitions made beforehand, outside the timing)."""
+    month like billing (its partitions made beforehand, outside the timing), or that with
+    billing's primary key and constraints (`same_table`); and the CPU seconds of this process
+    and of its PostgreSQL backend over the COPY."""
     with raw.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_scratch")
         if partitioned:
+            including = "INCLUDING ALL" if same_table else "INCLUDING DEFAULTS"
             cursor.execute(
-                "CREATE TABLE bench_scratch (LIKE runpod_billingrecord INCLUDING DEFAULTS)"
+                f"CREATE TABLE bench_scratch (LIKE runpod_billingrecord {including})"
                 " PARTITION BY RANGE (bucket_start)"
             )
             months = sorted({row[1].astimezone(dt.UTC).date().replace(day=1) for row in rows})
@@ -220,15 +331,21 @@ def _copy(raw, rows: list, *, partitioned: bool) -> float:
                 "CREATE TABLE bench_scratch (LIKE runpod_billingrecord INCLUDING DEFAULTS)"
             )
         raw.commit()
+        backend = raw.info.backend_pid
+        cpu_before, backend_before = time.process_time(), _process_cpu(backend)
         started = time.perf_counter()
         with cursor.copy(f"COPY bench_scratch ({COPY_COLUMNS}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         raw.commit()
         seconds = time.perf_counter() - started
+        cpu = {
+            "process": round(time.process_time() - cpu_before, 2),
+            "pg_backend": round(_process_cpu(backend) - backend_before, 2),
+        }
         cursor.execute("DROP TABLE bench_scratch")
         raw.commit()
-    return seconds
+    return seconds, cpu
 
 
 def _partition_count(connection) -> int:

@@ -41,6 +41,7 @@ import datetime as dt
 import logging
 import random
 import secrets
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -49,7 +50,14 @@ from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, connections, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    transaction,
+)
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -382,9 +390,11 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
     # Whole-day slices never share a day, so on PostgreSQL several can be written at once
     # (each in its own transaction and connection): the database, not Python, is the work.
     writers = settings.LABGOV_SYNC_WRITERS if raw and hours % 24 == 0 else 1
+    writer_connections = _WriterConnections()
     with (
         client_factory(account) as client,
         ThreadPoolExecutor(max_workers=1) as fetcher,
+        writer_connections,
         ThreadPoolExecutor(max_workers=writers) as writer_pool,
     ):
         counts.update(inventory_sync(account=account, client=client, now=run.started_at))
@@ -424,7 +434,11 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
             if writers == 1:
                 in_flight.append(_completed(_slice_write, account, payload))
             else:
-                in_flight.append(writer_pool.submit(_slice_write_in_thread, account.pk, payload))
+                in_flight.append(
+                    writer_pool.submit(
+                        _slice_write_in_thread, account.pk, payload, writer_connections
+                    )
+                )
             del payload
             while len(in_flight) >= writers:
                 collect(in_flight.popleft())
@@ -493,13 +507,44 @@ def _pause_before_retry(attempt: int) -> None:
     time.sleep(random.uniform(0.05, 0.2) * attempt)  # noqa: S311 - jitter, not a secret
 
 
-def _slice_write_in_thread(account_id: int, payload) -> tuple[int, int, int]:
-    try:
-        account = RunpodAccount.objects.get(pk=account_id)
-        with dataversion.scope([account.institution_id]):  # a thread starts with no scope
-            return _slice_write(account, payload)
-    finally:
-        connections.close_all()  # this thread's own connection
+def _slice_write_in_thread(account_id: int, payload, held: "_WriterConnections"):
+    held.claim()
+    account = RunpodAccount.objects.get(pk=account_id)
+    with dataversion.scope([account.institution_id]):  # a thread starts with no scope
+        return _slice_write(account, payload)
+
+
+class _WriterConnections:
+    """The writer threads' database connections, each kept from one slice to the next (a new
+    one is a new PostgreSQL backend, which loads its catalog caches again: about a tenth of
+    a slice's database time) and all closed when the billing phase ends, however it ends
+    (the pool's threads outlive it by nothing: it is shut down first)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: list = []
+
+    def claim(self) -> None:
+        """In a writer thread, before each slice: its connection, replaced if it broke (a
+        slice that lost the database) or outlived CONN_MAX_AGE."""
+        own = connections[DEFAULT_DB_ALIAS]
+        own.close_if_unusable_or_obsolete()
+        with self._lock:
+            if not any(own is other for other in self._held):
+                own.inc_thread_sharing()  # closed by the thread that ends the billing phase
+                self._held.append(own)
+
+    def __enter__(self) -> "_WriterConnections":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        with self._lock:
+            held, self._held = self._held, []
+        for own in held:
+            try:
+                own.close()
+            finally:
+                own.dec_thread_sharing()
 
 
 def _completed(function, *args) -> Future:

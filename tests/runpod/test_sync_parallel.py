@@ -1,12 +1,15 @@
 """On PostgreSQL, whole-day slices are written by several threads at once; the result must be
 exactly what one writer produces."""
 
+import time
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 
 from labgov.accounts.models import Role
 from labgov.funding.models import LedgerEntry
+from labgov.runpod import billing_store
 from labgov.runpod.models import BillingRecord
 from labgov.runpod.removal import account_removal_request, account_remove
 from labgov.runpod.services import account_connect
@@ -43,8 +46,31 @@ def _totals(account):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, settings):
+def _still_connected(pids: set[int]) -> set[int]:
+    """Which of these backends are still there (a closed connection's goes within moments)."""
+    deadline = time.monotonic() + 5
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [list(pids)])
+            left = {pid for (pid,) in cursor.fetchall()}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_several_writers_give_what_one_writer_gives(
+    sim, world, fast_clients, settings, monkeypatch
+):
     settings.LABGOV_SYNC_SLICE_HOURS = 24
+    backends: list[int] = []  # the backend that wrote each slice's records
+    write_slice = billing_store.write_slice
+
+    def recording(**kwargs):
+        backends.append(connection.connection.info.backend_pid)
+        return write_slice(**kwargs)
+
+    monkeypatch.setattr(billing_store, "write_slice", recording)
     # Removing each round's connection needs a second institution admin.
     second_admin = MembershipFactory(
         role=Role.INSTITUTION_ADMIN, lab=None, institution=world.institution
@@ -52,6 +78,7 @@ def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, se
     results = {}
     for writers in (1, 3):
         settings.LABGOV_SYNC_WRITERS = writers
+        backends.clear()
         account = account_connect(
             actor=world.inst_admin,
             institution=world.institution,
@@ -63,6 +90,13 @@ def test_several_writers_give_what_one_writer_gives(sim, world, fast_clients, se
         assert run.status == "succeeded", run.error
         assert run.progress_done == run.progress_total
         results[writers] = _totals(account)
+        if writers > 1:
+            # Each writer thread keeps its connection from slice to slice (a new backend
+            # loads its caches again), and all are closed once billing is written.
+            assert len(backends) == run.progress_total - 1 > writers
+            assert len(set(backends)) <= writers
+            assert connection.connection.info.backend_pid not in backends
+            assert _still_connected(set(backends)) == set()
         # The same Runpod account may be connected only once: the next round's connection
         # would be refused while this one exists.
         account_removal_request(actor=world.inst_admin, account=account)
