@@ -21,12 +21,14 @@ COLUMNS = [
     "disk_usd",
     "storage_standard_usd",
     "storage_high_performance_usd",
+    "credit_usd",
+    "adjustment_usd",
 ]
 
 
 def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
     """Split one kind's summed record columns into categories that add up to the total."""
-    total, gpu, cpu, disk, standard, high = sums
+    total, gpu, cpu, disk, standard, high, credit, adjustment = sums
     if kind == ResourceKind.POD:
         parts = [
             (Category.GPU_COMPUTE, gpu),
@@ -36,10 +38,16 @@ def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
     elif kind == ResourceKind.NETWORK_VOLUME:
         parts = [(Category.NETWORK_STANDARD, standard), (Category.NETWORK_HIGH_PERFORMANCE, high)]
     elif kind == ResourceKind.CLOUD:
-        # A FOCUS record keeps compute in cpu_usd and storage in storage_standard_usd
+        # A FOCUS record keeps compute in cpu_usd and storage in storage_standard_usd, the
+        # provider's credits and adjustments apart in credit_usd and adjustment_usd
         # (labgov/runpod/focus.py); the rest of its total is the provider's other services.
-        parts = [(Category.CLOUD_COMPUTE, cpu), (Category.CLOUD_STORAGE, standard)]
-        parts.append((Category.CLOUD_OTHER, total - cpu - standard))
+        parts = [
+            (Category.CLOUD_COMPUTE, cpu),
+            (Category.CLOUD_STORAGE, standard),
+            (Category.CLOUD_OTHER, total - cpu - standard - credit - adjustment),
+            (Category.CLOUD_CREDIT, credit),
+            (Category.CLOUD_ADJUSTMENT, adjustment),
+        ]
     elif kind in (ResourceKind.SERVERLESS, ResourceKind.ENDPOINT):
         parts = [(Category.SERVERLESS, total)]
     else:
