@@ -380,3 +380,31 @@ def test_each_record_keeps_its_charge_category_and_class(world, source):
         "Tax": "0.99",
         "Usage": "9.25",
     }
+
+
+def test_a_name_prefix_rule_pays_and_a_budget_threshold_reads_the_sources_spend(world, source):
+    """A rule on ResourceName (its prefix) attributes a FOCUS resource as a Runpod pod's
+    name would; the spend reaches the ledger, and the budget thresholds read it from there."""
+    from labgov.alerts.evaluation import alerts_evaluate
+    from labgov.alerts.models import Alert, Kind
+    from labgov.funding.models import Allocation
+
+    AttributionRule.objects.create(
+        lab=world.lab,
+        account=source,
+        kind=AttributionRule.Kind.NAME_PREFIX,
+        pattern="train-",
+        allocation=world.allocation,
+        starts_at=dt.datetime(2026, 9, 1, tzinfo=UTC),
+    )
+    Allocation.objects.filter(pk=world.allocation.pk).update(cap_usd=Decimal(30))
+    _import(source, "aws_2026_10.csv")
+    ec2 = Resource.objects.get(account=source, runpod_id=EC2)
+    assert ec2.current_allocation_id == world.allocation.pk and ec2.unattributed_usd == 0
+    assert Resource.objects.get(account=source, runpod_id=S3).unattributed_usd == Decimal("1.70")
+    alerts_evaluate(institution_id=world.institution.pk, now=NOW)
+    alert = Alert.objects.get(
+        kind=Kind.BUDGET_THRESHOLD, subject_key=f"allocation:{world.allocation.pk}"
+    )
+    # EC2's 24.6913578025 of a 30.00 cap: 82 %.
+    assert alert.level == 80 and alert.facts["used_usd"] == "24.69"
