@@ -110,6 +110,7 @@ NAME_MAX = 300
 ID_MAX = 400
 FLUSH_BYTES = 4 << 20
 AMOUNT_LIMIT = Decimal(10) ** 12
+AMOUNT_FLOOR = -AMOUNT_LIMIT
 
 
 class FocusRefused(DomainError):
@@ -348,7 +349,6 @@ def _read(stream, sink) -> _Parsed:
     categories: dict[str, Decimal] = {}
     resources = parsed.resources
     first_bps = first_bpe = None
-    billed_total = ZERO
     times: dict[str, tuple[dt.datetime, int]] = {}
     # Quantities already seen valid and not negative (most files repeat a few: 1, 0.5, 24).
     quantities_seen: set[str] = set()
@@ -425,7 +425,14 @@ def _read(stream, sink) -> _Parsed:
                 raise _refuse(
                     n, "ChargePeriodStart", f"{_shown(cps_text)} lies outside the billing period"
                 )
-            billed = _decimal(row[i_billed], n, "BilledCost")
+            # Inline, as _decimal checks it (this runs once a row): _decimal names the fault.
+            cost = row[i_billed]
+            try:
+                billed = Decimal(cost)
+                if not AMOUNT_FLOOR < billed < AMOUNT_LIMIT:  # a NaN raises here too
+                    raise InvalidOperation
+            except InvalidOperation:
+                billed = _decimal(cost, n, "BilledCost")
             category = row[i_cat]
             cat = CHARGE_CATEGORIES.get(category)
             if cat is None:
@@ -485,7 +492,6 @@ def _read(stream, sink) -> _Parsed:
                 else:
                     known.tags_raw, known.tags = tags_raw, {**known.tags, **tags}
             categories[category] = categories.get(category, ZERO) + billed
-            billed_total += billed
             sink(
                 rid,
                 known.index,
@@ -504,7 +510,7 @@ def _read(stream, sink) -> _Parsed:
         raise FocusRefused("The file has a header but no rows. Nothing was imported.")
     text.detach()  # the caller's stream stays open
     parsed.rows = n - 1
-    parsed.billed_total = billed_total
+    parsed.billed_total = sum(categories.values(), ZERO)
     parsed.categories = categories
     return parsed
 

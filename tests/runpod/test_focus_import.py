@@ -219,6 +219,9 @@ def test_the_ledger_and_rollups_follow_a_rule_on_a_tag(world, source):
         ("negative_quantity.csv", "Row 4, column ConsumedQuantity: '-2' is negative"),
         ("currency_change.csv", "Row 5, column BillingCurrency: 'EUR' after USD"),
         ("naive_time.csv", "Row 6, column ChargePeriodStart: '2026-10-02 00:00' has no time zone"),
+        ("nan_cost.csv", "Row 4, column BilledCost: 'NaN' is not a finite number"),
+        ("unknown_category.csv", "Row 5, column ChargeCategory: 'Refund' is none of Usage"),
+        ("tags_not_json.csv", "Row 3, column Tags: it is not a JSON object"),
         ("eur_2026_10.csv", "Row 2, column BillingCurrency: the file bills in EUR"),
     ],
 )
