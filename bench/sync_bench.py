@@ -7,8 +7,9 @@ psycopg COPY of the same rows into a scratch table.
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth). It creates and drops the
 database `labgov_bench` (or --database NAME). The simulator runs in its own process, as Runpod
 would, so its work does not count against the sync's time or memory. Reports records/s, the
-peak resident memory of the syncing process, and the ratio of the sync's rate to COPY's
-(target: at least 0.5). On PostgreSQL billing is partitioned by month
+peak resident memory of the syncing process, the CPU seconds of the syncing process and of
+its PostgreSQL backends (a loaded machine inflates the wall clock, not these), and the ratio of
+the sync's rate to COPY's (target: at least 0.5). On PostgreSQL billing is partitioned by month
 (labgov/runpod/partitions.py): the sync writes into the partitions; COPY is timed into a plain
 table (the floor) and into one partitioned by month the same way.
 
@@ -211,12 +212,15 @@ def _run(port: int, simulator_pid: int) -> dict:
         base_url=f"http://127.0.0.1:{port}",
     )
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    backends = _BackendCpu()  # every PostgreSQL backend the sync's connections use
+    backends.watch(connection)
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
     simulator_before = _process_cpu(simulator_pid)
     load_before = os.getloadavg()
     started = time.perf_counter()
     run = account_sync(account_id=account.pk)
     sync_seconds = time.perf_counter() - started
+    cpu_postgres = backends.stop()
     usage_after = resource.getrusage(resource.RUSAGE_SELF)
     sync_cpu = (usage_after.ru_utime - usage_before.ru_utime) + (
         usage_after.ru_stime - usage_before.ru_stime
@@ -269,6 +273,10 @@ def _run(port: int, simulator_pid: int) -> dict:
         "stored_rows": len(rows),
         "sync_seconds": round(sync_seconds, 2),
         "sync_records_per_s": round(sync_rate),
+        # CPU, not wall time: on a shared machine the wall clock measures the neighbours.
+        "sync_cpu_python_s": round(sync_cpu, 2),
+        "sync_cpu_postgres_s": round(cpu_postgres, 2),
+        "sync_records_per_cpu_s": round(records / (sync_cpu + cpu_postgres)),
         "copy_seconds": round(copy_seconds, 2),
         "copy_records_per_s": round(copy_rate),
         "sync_to_copy_ratio": round(sync_rate / copy_rate, 2),
@@ -297,6 +305,67 @@ def _run(port: int, simulator_pid: int) -> dict:
         "load_average_after_sync": [round(x, 2) for x in load_after_sync],
         "load_average": os.getloadavg(),
     }
+
+
+def _cpu_backend(pid: int) -> float:
+    """A PostgreSQL backend's CPU seconds (it runs on this machine: 127.0.0.1)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _BackendCpu:
+    """The CPU seconds the PostgreSQL backends of this process's connections spend from now to
+    stop(): the sync's writer threads open a connection per slice and close it after, so each
+    backend's CPU is read when its connection opens and just before it closes."""
+
+    def __init__(self):
+        from django.db.backends.base.base import BaseDatabaseWrapper
+        from django.db.backends.signals import connection_created
+
+        self.lock = threading.Lock()
+        self.started: dict[int, float] = {}
+        self.spent = 0.0
+        connection_created.connect(self._opened, weak=False)
+        self._close = BaseDatabaseWrapper.close
+        tracker = self
+
+        def close(wrapper):
+            tracker._closing(wrapper)
+            return tracker._close(wrapper)
+
+        BaseDatabaseWrapper.close = close
+
+    def watch(self, wrapper) -> None:
+        wrapper.ensure_connection()
+        self._opened(None, wrapper)
+
+    def _opened(self, sender, connection, **kwargs) -> None:
+        pid = connection.connection.info.backend_pid
+        with self.lock:
+            self.started[pid] = _cpu_backend(pid)
+
+    def _closing(self, wrapper) -> None:
+        if wrapper.connection is None or wrapper.connection.closed:
+            return
+        pid = wrapper.connection.info.backend_pid
+        with self.lock:
+            if pid in self.started:
+                self.spent += _cpu_backend(pid) - self.started.pop(pid)
+
+    def stop(self) -> float:
+        from django.db.backends.base.base import BaseDatabaseWrapper
+        from django.db.backends.signals import connection_created
+
+        connection_created.disconnect(self._opened)
+        BaseDatabaseWrapper.close = self._close
+        with self.lock:
+            for pid, started in self.started.items():
+                self.spent += _cpu_backend(pid) - started
+            self.started.clear()
+            return self.spent
 
 
 COPY_COLUMNS = (

@@ -175,6 +175,8 @@ class LineCategory(models.TextChoices):
     CLOUD_COMPUTE = UsageCategory.CLOUD_COMPUTE.value, UsageCategory.CLOUD_COMPUTE.label
     CLOUD_STORAGE = UsageCategory.CLOUD_STORAGE.value, UsageCategory.CLOUD_STORAGE.label
     CLOUD_OTHER = UsageCategory.CLOUD_OTHER.value, UsageCategory.CLOUD_OTHER.label
+    CLOUD_CREDIT = UsageCategory.CLOUD_CREDIT.value, UsageCategory.CLOUD_CREDIT.label
+    CLOUD_ADJUSTMENT = UsageCategory.CLOUD_ADJUSTMENT.value, UsageCategory.CLOUD_ADJUSTMENT.label
     # What a record holds beyond its known components: Runpod's fees and networking.
     FEES = UsageCategory.OTHER.value, "Fees and other"
     TRANSFER = UsageCategory.TRANSFER.value, UsageCategory.TRANSFER.label

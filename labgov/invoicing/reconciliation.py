@@ -44,6 +44,8 @@ ACCOUNT_COMPONENTS = {
     "focusComputeCost": Category.CLOUD_COMPUTE,
     "focusStorageCost": Category.CLOUD_STORAGE,
     "focusOtherCost": Category.CLOUD_OTHER,
+    "focusCreditCost": Category.CLOUD_CREDIT,
+    "focusAdjustmentCost": Category.CLOUD_ADJUSTMENT,
     "clusterNetworkingAmount": Category.CLUSTERS,
 }
 

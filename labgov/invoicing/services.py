@@ -56,6 +56,13 @@ from labgov.usage.periods import (
 )
 from labgov.usage.services import spend_version
 
+# A provider's own credits and adjustments (FOCUS ChargeCategory Credit, Adjustment) are
+# usage lines of their own, named as such: the provider's bill holds them, and a finance user
+# reading the invoice sees the credit, not usage that looks cheaper than it was.
+PROVIDER_CHARGES = {
+    LineCategory.CLOUD_CREDIT: "Credit",
+    LineCategory.CLOUD_ADJUSTMENT: "Adjustment",
+}
 # How many closed months back generation looks for usage that changed after the close.
 LATE_MONTHS = 12
 MAX_AMOUNT = Decimal("1e10")
@@ -95,18 +102,23 @@ def _usage_lines(institution, month, *, now, reconcile=True) -> dict[int, list[I
         if reconcile
         else {}
     )
-    resources = Resource.objects.in_bulk({k[0] for k in usage})
+    resources = Resource.objects.select_related("account").in_bulk({k[0] for k in usage})
     allocations = Allocation.objects.in_bulk({k[1] for k in usage})
     lines: dict[int, list[InvoiceLine]] = {}
     for (resource_id, allocation_id, category), u in usage.items():
         resource, allocation = resources[resource_id], allocations[allocation_id]
         days = local_days(u.first, u.last, institution.time_zone)
         quantity = Decimal(u.hours) if u.hours else None
+        description = f"{resource.get_kind_display()} {resource.label}"
+        if category in PROVIDER_CHARGES:
+            description = f"{PROVIDER_CHARGES[category]} from {resource.account.provider}: " + (
+                description
+            )
         lines.setdefault(allocation.funding_source_id, []).append(
             InvoiceLine(
                 kind=InvoiceLine.Kind.USAGE,
                 category=category,
-                description=f"{resource.get_kind_display()} {resource.label}",
+                description=description[:300],
                 account_id=resource.account_id,
                 resource=resource,
                 allocation=allocation,

@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from decimal import Decimal
 
 from django.db.models import Max, Min
-from django.db.models.functions import TruncDay
 from django.utils import timezone
 
 from labgov.core.money import ZERO, grouped_sums
-from labgov.core.periods import UTC, hour_floor
+from labgov.core.periods import UTC, day_start, hour_floor
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
 from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import (
@@ -283,38 +282,29 @@ def ledger_source(account) -> str:
     return f"runpod-account:{account.pk}"
 
 
-def usage_reconcile(*, account, days: Iterable[dt.date]) -> int:
+def usage_reconcile(*, account, days: Iterable[dt.date], sums=None) -> int:
     """Make the ledger's usage from this account, per allocation and UTC day, equal the
     account's attributed billing records of that day, by posting the differences (the ledger
-    is append-only: corrections are new entries). Returns the number of entries posted.
+    is append-only: corrections are new entries). `sums` are the records of these days summed
+    already (usage/services.py: span_sums), when the caller has them. Returns the number of
+    entries posted.
 
     Runs in the caller's transaction, under the account row's lock (taken here if the caller
     has not): two writers reading the same posted usage would both post the difference.
     """
+    from labgov.usage.services import span_sums
+
     days = sorted(set(days))
     if not days:
         return 0
     account_lock_serial(account.pk)
-    start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
-    end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
-    wanted_days = set(days)
-
-    records = BillingRecord.objects.filter(
-        resource__account=account,
-        bucket_start__gte=start,
-        bucket_start__lt=end,
-        allocation__isnull=False,
-    ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
-    desired = _by_allocation_day(
-        grouped_sums(records, ["allocation_id", "day"], "total_usd"), wanted_days
-    )
-    # Split funding: the same parts the rollups give each share (usage/services.py).
-    from labgov.usage.services import split_deltas
-
-    for (day, _, allocation_id), delta in split_deltas(
-        account=account, start=start, end=end, days=wanted_days
-    ).items():
-        desired[(allocation_id, day)] = desired.get((allocation_id, day), ZERO) + delta
+    if sums is None:
+        sums = span_sums(account=account, days=days)
+    elif sums.days != days:
+        raise ValueError("the sums are of other days than the usage reconciled")
+    start, end, wanted_days = sums.start, sums.end, set(days)
+    # Split funding is in the sums: the same parts the rollups give each share.
+    desired = sums.usage()
     entries = LedgerEntry.objects.filter(
         source=ledger_source(account),
         kind=LedgerEntry.Kind.USAGE,
@@ -375,5 +365,43 @@ def unattributed_refresh(*, account=None, resource_ids=None) -> int:
         if resource.unattributed_usd != value:
             resource.unattributed_usd = value
             changed.append(resource)
+    Resource.objects.bulk_update(changed, ["unattributed_usd"], batch_size=500)
+    return len(changed)
+
+
+def span_unattributed(*, account, days: Iterable[dt.date]) -> dict[int, Decimal]:
+    """{resource id: the spend of its unattributed billing records of these UTC days}: what a
+    writer reads before it rewrites the days, for `unattributed_follow` after."""
+    days = sorted(set(days))
+    if not days:
+        return {}
+    records = BillingRecord.objects.filter(
+        resource__account=account,
+        allocation__isnull=True,
+        bucket_start__gte=day_start(days[0]),
+        bucket_start__lt=day_start(days[-1] + dt.timedelta(days=1)),
+    )
+    return {
+        resource_id: total
+        for (resource_id,), total in grouped_sums(records, ["resource_id"], "total_usd").items()
+        if total
+    }
+
+
+def unattributed_follow(*, before: dict[int, Decimal], after: dict[int, Decimal]) -> int:
+    """After a writer rewrote the billing records of some days, under the account's lock:
+    move each resource's `unattributed_usd` by what its unattributed records of those days
+    sum to now (`after`: span_sums's unowned) less what they summed to before (`before`:
+    span_unattributed, read before the write). Its records of other days did not change, so
+    this is the figure unattributed_refresh would compute, without reading them (a resource
+    of many months reads one). Returns how many changed."""
+    deltas = {pk: after.get(pk, ZERO) - before.get(pk, ZERO) for pk in before.keys() | after}
+    deltas = {pk: delta for pk, delta in deltas.items() if delta}
+    if not deltas:
+        return 0
+    changed = list(Resource.objects.filter(pk__in=deltas).only("id", "unattributed_usd"))
+    for resource in changed:
+        resource.unattributed_usd += deltas[resource.pk]
+    changed.sort(key=lambda r: r.pk)  # resource rows locked in one order
     Resource.objects.bulk_update(changed, ["unattributed_usd"], batch_size=500)
     return len(changed)

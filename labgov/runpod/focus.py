@@ -8,16 +8,18 @@ billing period) is held. These are the tables Runpod's sync writes (labgov/runpo
 the seam), so everything downstream is shared, not copied: rules on ResourceId, ResourceName
 (name prefix), SubAccountId or a tag (Tags are the resource's env) with the same back-dating
 rule; the unattributed queue; the ledger, rollups, budgets, alerts and forecasts; invoices per
-funding source (categories cloud compute / storage / other); reconciliation per account against
-the file's own totals; close and late usage.
+funding source (categories cloud compute / storage / other, and the provider's credits and
+adjustments each their own line); reconciliation per account against the file's own totals;
+close and late usage.
 
 A record is one resource's charges starting at one ChargePeriodStart: the file's rows of the
 same resource and charge period (usage, tax, credit lines of one hour or day) are summed
 exactly into it, as Runpod's buckets are one per resource and hour. It keeps its FOCUS
 ChargeCategory and ChargeClass: the first of its rows' categories in FOCUS's order (Usage,
 Purchase, Tax, Credit, Adjustment), Correction if any row is one, and the credits and
-adjustments summed into it apart (`credit_usd`, `adjustment_usd`), so a usage row and its credit
-in one hour are one Usage record whose credit still shows. Amounts are the file's
+adjustments summed into it apart (`credit_usd`, `adjustment_usd`, and not into its compute or
+storage part), so a usage row and its credit in one hour are one Usage record whose credit
+still shows, and is its own (negative) line on the invoice. Amounts are the file's
 BilledCost (Decimal, never float); a currency other than USD needs the source's exchange rate
 (USD per unit), and is converted to 10 places.
 
@@ -55,7 +57,7 @@ from labgov.core.errors import DomainError
 from labgov.core.money import ZERO
 from labgov.core.periods import UTC
 from labgov.runpod import partitions
-from labgov.runpod.attribution import Timeline, days_between, rules_apply
+from labgov.runpod.attribution import Timeline, days_between, rules_apply, span_unattributed
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import (
     AccountBillingRecord,
@@ -108,6 +110,7 @@ NAME_MAX = 300
 ID_MAX = 400
 FLUSH_BYTES = 4 << 20
 AMOUNT_LIMIT = Decimal(10) ** 12
+AMOUNT_FLOOR = -AMOUNT_LIMIT
 
 
 class FocusRefused(DomainError):
@@ -138,6 +141,7 @@ class _Parsed:
     period_start: dt.datetime | None = None
     period_end: dt.datetime | None = None
     rows: int = 0
+    first_row: int = 0  # the row whose currency and billing period every other row repeats
     billed_total: Decimal = ZERO
     categories: dict[str, Decimal] = field(default_factory=dict)
     resources: dict[str, _Resource] = field(default_factory=dict)
@@ -345,7 +349,6 @@ def _read(stream, sink) -> _Parsed:
     categories: dict[str, Decimal] = {}
     resources = parsed.resources
     first_bps = first_bpe = None
-    billed_total = ZERO
     times: dict[str, tuple[dt.datetime, int]] = {}
     # Quantities already seen valid and not negative (most files repeat a few: 1, 0.5, 24).
     quantities_seen: set[str] = set()
@@ -377,6 +380,7 @@ def _read(stream, sink) -> _Parsed:
                 if len(cur) != 3 or not cur.isalpha() or not cur.isupper():
                     raise _refuse(n, "BillingCurrency", f"{_shown(cur)} is not an ISO 4217 code")
                 parsed.currency = cur
+                parsed.first_row = n
             bps, bpe = row[i_bps], row[i_bpe]
             if bps != first_bps or bpe != first_bpe:
                 if first_bps is not None:
@@ -421,7 +425,14 @@ def _read(stream, sink) -> _Parsed:
                 raise _refuse(
                     n, "ChargePeriodStart", f"{_shown(cps_text)} lies outside the billing period"
                 )
-            billed = _decimal(row[i_billed], n, "BilledCost")
+            # Inline, as _decimal checks it (this runs once a row): _decimal names the fault.
+            cost = row[i_billed]
+            try:
+                billed = Decimal(cost)
+                if not AMOUNT_FLOOR < billed < AMOUNT_LIMIT:  # a NaN raises here too
+                    raise InvalidOperation
+            except InvalidOperation:
+                billed = _decimal(cost, n, "BilledCost")
             category = row[i_cat]
             cat = CHARGE_CATEGORIES.get(category)
             if cat is None:
@@ -481,7 +492,6 @@ def _read(stream, sink) -> _Parsed:
                 else:
                     known.tags_raw, known.tags = tags_raw, {**known.tags, **tags}
             categories[category] = categories.get(category, ZERO) + billed
-            billed_total += billed
             sink(
                 rid,
                 known.index,
@@ -500,7 +510,7 @@ def _read(stream, sink) -> _Parsed:
         raise FocusRefused("The file has a header but no rows. Nothing was imported.")
     text.detach()  # the caller's stream stays open
     parsed.rows = n - 1
-    parsed.billed_total = billed_total
+    parsed.billed_total = sum(categories.values(), ZERO)
     parsed.categories = categories
     return parsed
 
@@ -528,13 +538,15 @@ def sha256_of(stream) -> str:
     return digest.hexdigest()
 
 
-def _rate_for(account: RunpodAccount, currency: str) -> Decimal:
+def _rate_for(account: RunpodAccount, parsed: _Parsed) -> Decimal:
+    currency = parsed.currency
     if currency == "USD":
         return Decimal(1)
     if account.currency == currency and account.usd_per_unit:
         return account.usd_per_unit
     raise FocusRefused(
-        f"The file bills in {currency}, and labgov keeps spend in USD: set {account.name}'s "
+        f"Row {parsed.first_row}, column BillingCurrency: the file bills in {currency}, and "
+        f"labgov keeps spend in USD: set {account.name}'s "
         f"currency to {currency} and its exchange rate (USD per {currency}) to import it. "
         "Nothing was imported."
     )
@@ -576,13 +588,14 @@ def focus_import(
             raise
         stage.flush(parsed)
         latest = _latest(account, parsed.period_start)
-        rate = _rate_for(account, parsed.currency)
+        rate = _rate_for(account, parsed)
         from labgov.usage.periods import closed_until
 
         closed = closed_until(account.institution_id)
         if closed is not None and parsed.period_start < closed and not late:
             raise FocusRefused(
-                f"The file is of {parsed.period_start:%B %Y}, which finance has closed: its "
+                f"Row {parsed.first_row}, column BillingPeriodStart: the file is of "
+                f"{parsed.period_start:%B %Y}, which finance has closed: its "
                 "invoices are frozen. Import it as a correction of a closed month, and its "
                 "differences become late-usage lines on the first open month's invoices. "
                 "Nothing was imported."
@@ -602,9 +615,10 @@ def focus_import(
         )
         _resources_ensure(account, parsed.resources)
         rules_apply(account=account)
-        records = stage.write(account, parsed, rate)
         days = days_between(parsed.period_start, parsed.period_end)
-        entries = span_written(account=account, days=days)
+        before = span_unattributed(account=account, days=days)
+        records = stage.write(account, parsed, rate)
+        entries = span_written(account=account, days=days, unattributed_before=before)
         total_usd = _round(parsed.billed_total * rate)
         focus_file = FocusFile.objects.create(
             account=account,
@@ -739,14 +753,16 @@ class _PyStage:
             bucket[6] = min(bucket[6], cat)
             bucket[7] = bucket[7] or correction
         bucket[1] += billed
-        if part == "c":
-            bucket[2] += billed
-        elif part == "s":
-            bucket[3] += billed
+        # A credit or adjustment is its own part, not the service's (usage/services.py:
+        # categories_of gives each its own category, and invoices their own lines).
         if cat == CREDIT:
             bucket[4] += billed
         elif cat == ADJUSTMENT:
             bucket[5] += billed
+        elif part == "c":
+            bucket[2] += billed
+        elif part == "s":
+            bucket[3] += billed
 
     def flush(self, parsed):
         pass
@@ -813,18 +829,18 @@ class _PyStage:
             ],
         )
         days: dict[dt.date, list[Decimal]] = {}
-        for (_, start), (_, total, compute, storage, *_rest) in self.buckets.items():
-            sums = days.setdefault(start.astimezone(UTC).date(), [ZERO, ZERO, ZERO])
-            sums[0] += total
-            sums[1] += compute
-            sums[2] += storage
+        for (_, start), bucket in self.buckets.items():
+            sums = days.setdefault(start.astimezone(UTC).date(), [ZERO] * 5)
+            for i, value in enumerate(bucket[1:6]):
+                sums[i] += value
         days = {d: [_round(v * rate) for v in sums] for d, sums in days.items()}
         _account_totals(account, parsed, days, now)
         return len(rows)
 
 
 def _account_totals(account, parsed, days: dict[dt.date, list[Decimal]], now) -> None:
-    """The file's own totals per UTC day: what the reconciliation compares the records with.
+    """The file's own totals per UTC day: what the reconciliation compares the records with,
+    by part as the records are split (compute, storage, credits, adjustments, the rest).
     Each is the day's exact BilledCost (times the rate) rounded once to labgov's 10 places; the
     records are rounded per bucket, so the two may differ past the 10th place, never by a cent
     until a file holds billions of buckets."""
@@ -846,11 +862,13 @@ def _account_totals(account, parsed, days: dict[dt.date, list[Decimal]], now) ->
                 components={
                     "focusComputeCost": str(compute),
                     "focusStorageCost": str(storage),
-                    "focusOtherCost": str(total - compute - storage),
+                    "focusCreditCost": str(credit),
+                    "focusAdjustmentCost": str(adjustment),
+                    "focusOtherCost": str(total - compute - storage - credit - adjustment),
                 },
                 synced_at=now,
             )
-            for day, (total, compute, storage) in sorted(days.items())
+            for day, (total, compute, storage, credit, adjustment) in sorted(days.items())
         ]
     )
 
@@ -929,14 +947,19 @@ class _PgStage:
             CREATE TEMP TABLE focus_records ON COMMIT DROP AS
             WITH b AS (
                 SELECT r, s, max(e) AS e, sum(billed) AS total,
-                       coalesce(sum(billed) FILTER (WHERE part = 'c'), 0) AS compute,
-                       coalesce(sum(billed) FILTER (WHERE part = 's'), 0) AS storage,
+                       coalesce(sum(billed) FILTER (
+                           WHERE part = 'c' AND cat NOT IN ({CREDIT}, {ADJUSTMENT})
+                       ), 0) AS compute,
+                       coalesce(sum(billed) FILTER (
+                           WHERE part = 's' AND cat NOT IN ({CREDIT}, {ADJUSTMENT})
+                       ), 0) AS storage,
                        coalesce(sum(billed) FILTER (WHERE cat = {CREDIT}), 0) AS credit,
                        coalesce(sum(billed) FILTER (WHERE cat = {ADJUSTMENT}), 0) AS adjustment,
                        min(cat) AS cat, bool_or(corr) AS corr
                 FROM focus_stage GROUP BY r, s
             )
-            SELECT r.id AS resource_id, b.s, b.total, b.compute, b.storage,
+            SELECT r.id AS resource_id, b.s, b.total, b.compute, b.storage, b.credit,
+                   b.adjustment,
                    timestamptz 'epoch' + b.s * interval '1 microsecond' AS bucket_start,
                    timestamptz 'epoch' + b.e * interval '1 microsecond' AS bucket_end,
                    round(b.total * %(rate)s, 10) AS total_usd,
@@ -966,7 +989,10 @@ class _PgStage:
         )
         (held,) = cursor.fetchone()
         # A month the source has no records of yet (its first file): plain inserts, which
-        # cost a third less than the upsert a corrected file needs.
+        # cost a third less than the upsert a corrected file needs. In key order: the primary
+        # key's index takes them at its right edge (about 40 % less than in the summing's
+        # hash order), and a resource's records lie together, so the reads that follow
+        # (span_written) visit few pages per resource.
         upsert = """
             ON CONFLICT (resource_id, bucket_start) DO UPDATE SET
                 total_usd = EXCLUDED.total_usd, cpu_usd = EXCLUDED.cpu_usd,
@@ -1017,6 +1043,7 @@ class _PgStage:
             LEFT JOIN timeline t
               ON t.resource_id = f.resource_id AND t.starts_at <= f.bucket_start
              AND (t.ends_at IS NULL OR f.bucket_start < t.ends_at)
+            ORDER BY f.resource_id, f.bucket_start
             """
         cursor.execute(insert + upsert if held else insert, params)
         cursor.execute(
@@ -1024,7 +1051,8 @@ class _PgStage:
             SELECT ((timestamptz 'epoch' + s * interval '1 microsecond') AT TIME ZONE 'UTC')::date
                    AS day,
                    round(sum(total) * %(rate)s, 10), round(sum(compute) * %(rate)s, 10),
-                   round(sum(storage) * %(rate)s, 10)
+                   round(sum(storage) * %(rate)s, 10), round(sum(credit) * %(rate)s, 10),
+                   round(sum(adjustment) * %(rate)s, 10)
             FROM focus_records GROUP BY 1
             """,
             params,

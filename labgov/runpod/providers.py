@@ -16,21 +16,36 @@ so a provider is a module that fills them, not a new design:
 Runpod's sync writes them from the API in slices (labgov/runpod/sync.py, billing_store.py);
 the FOCUS import writes them from a file, one billing period at a time (labgov/runpod/
 focus.py). Both then call `span_written` for the UTC days they touched, in the transaction that
-wrote them, under the account's lock.
+wrote them, under the account's lock: one scan of those days' records, which the unattributed
+queue, the ledger's usage and the rollups follow, in the lock order of labgov/runpod/sync.py
+(resources, then the ledger, then rollups).
 """
 
 import datetime as dt
 from collections.abc import Iterable
+from decimal import Decimal
 
-from labgov.runpod.attribution import unattributed_refresh, usage_reconcile
-from labgov.usage.services import rollups_rebuild
+from labgov.runpod.attribution import unattributed_follow, usage_reconcile
+from labgov.runpod.locks import account_lock_serial
+from labgov.usage.services import rollups_rebuild, span_sums
 
 
-def span_written(*, account, days: Iterable[dt.date]) -> int:
-    """After a provider wrote records of these UTC days: the ledger's usage, the rollups and
-    the unattributed queue follow them. Returns the ledger entries posted."""
+def span_written(
+    *, account, days: Iterable[dt.date], unattributed_before: dict[int, Decimal] | None = None
+) -> int:
+    """After a provider wrote records of these UTC days: the unattributed queue, the ledger's
+    usage and the rollups follow them, from one scan of the days' records (span_sums).
+    `unattributed_before` is the days' unattributed spend per resource before the write
+    (attribution.span_unattributed, read by the writer first): each resource's figure moves by
+    the difference. Without it the queue is left to the caller: the Runpod sync refreshes it
+    once, when all its slices are written. Returns the ledger entries posted."""
     days = sorted(set(days))
-    entries = usage_reconcile(account=account, days=days)
-    rollups_rebuild(account=account, days=days)
-    unattributed_refresh(account=account)
+    if not days:
+        return 0
+    account_lock_serial(account.pk)
+    sums = span_sums(account=account, days=days, unowned=unattributed_before is not None)
+    if unattributed_before is not None:
+        unattributed_follow(before=unattributed_before, after=sums.unowned)
+    entries = usage_reconcile(account=account, days=days, sums=sums)
+    rollups_rebuild(account=account, days=days, sums=sums)
     return entries

@@ -66,14 +66,14 @@ from labgov.core import dataversion
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC, day_start, hour_floor
 from labgov.runpod import billing_store, partitions
-from labgov.runpod.attribution import rules_apply, unattributed_refresh, usage_reconcile
+from labgov.runpod.attribution import rules_apply, unattributed_refresh
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
 from labgov.runpod.locks import account_lock, account_lock_serial, account_lock_slice
 from labgov.runpod.models import RunpodAccount, SyncRun
+from labgov.runpod.providers import span_written
 from labgov.runpod.types import BillingKind
 from labgov.usage.periods import local_day_start, zone
-from labgov.usage.services import rollups_rebuild
 
 log = logging.getLogger(__name__)
 
@@ -484,8 +484,9 @@ def _slice_write(account, payload) -> tuple[int, int, int]:
                 account_lock_slice(account.pk)
                 written, days = billing_store.write_slice(account=account, payload=payload)
                 account_lock_serial(account.pk)
-                entries = usage_reconcile(account=account, days=days)
-                rollups_rebuild(account=account, days=days)
+                # The ledger's usage and rollups of the slice's days, from one scan of their
+                # records; the unattributed queue is refreshed once, when all are written.
+                entries = span_written(account=account, days=days)
             return written, entries, attempt - 1
         except DATABASE_GONE as exc:
             what = contention(exc)

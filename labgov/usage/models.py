@@ -22,6 +22,10 @@ class Category(models.TextChoices):
     CLOUD_COMPUTE = "cloud_compute", "Cloud compute (FOCUS)"
     CLOUD_STORAGE = "cloud_storage", "Cloud storage (FOCUS)"
     CLOUD_OTHER = "cloud_other", "Other cloud services (FOCUS)"
+    # The provider's own credits and adjustments (FOCUS ChargeCategory Credit, Adjustment):
+    # their own lines on invoices, a credit negative, never netted into the usage above.
+    CLOUD_CREDIT = "cloud_credit", "Cloud credits (FOCUS)"
+    CLOUD_ADJUSTMENT = "cloud_adjustment", "Cloud adjustments (FOCUS)"
     # Whatever a record's total holds beyond its known components (normally nothing).
     OTHER = "other", "Other"
     # Spend moved between allocations by a cost transfer (labgov/transfers): a negative row on

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Case, F, Sum, When
 from django.db.models.functions import Coalesce, TruncDay
 
 from labgov.core.money import ZERO, grouped_multi_sums, split_by_shares
@@ -21,12 +21,14 @@ COLUMNS = [
     "disk_usd",
     "storage_standard_usd",
     "storage_high_performance_usd",
+    "credit_usd",
+    "adjustment_usd",
 ]
 
 
 def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
     """Split one kind's summed record columns into categories that add up to the total."""
-    total, gpu, cpu, disk, standard, high = sums
+    total, gpu, cpu, disk, standard, high, credit, adjustment = sums
     if kind == ResourceKind.POD:
         parts = [
             (Category.GPU_COMPUTE, gpu),
@@ -36,10 +38,16 @@ def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
     elif kind == ResourceKind.NETWORK_VOLUME:
         parts = [(Category.NETWORK_STANDARD, standard), (Category.NETWORK_HIGH_PERFORMANCE, high)]
     elif kind == ResourceKind.CLOUD:
-        # A FOCUS record keeps compute in cpu_usd and storage in storage_standard_usd
+        # A FOCUS record keeps compute in cpu_usd and storage in storage_standard_usd, the
+        # provider's credits and adjustments apart in credit_usd and adjustment_usd
         # (labgov/runpod/focus.py); the rest of its total is the provider's other services.
-        parts = [(Category.CLOUD_COMPUTE, cpu), (Category.CLOUD_STORAGE, standard)]
-        parts.append((Category.CLOUD_OTHER, total - cpu - standard))
+        parts = [
+            (Category.CLOUD_COMPUTE, cpu),
+            (Category.CLOUD_STORAGE, standard),
+            (Category.CLOUD_OTHER, total - cpu - standard - credit - adjustment),
+            (Category.CLOUD_CREDIT, credit),
+            (Category.CLOUD_ADJUSTMENT, adjustment),
+        ]
     elif kind in (ResourceKind.SERVERLESS, ResourceKind.ENDPOINT):
         parts = [(Category.SERVERLESS, total)]
     else:
@@ -48,34 +56,95 @@ def categories_of(kind: str, sums: list[Decimal]) -> list[tuple[str, Decimal]]:
     return [(c, a) for c, a in [*parts, (Category.OTHER, rest)] if a]
 
 
-def rollups_rebuild(*, account, days) -> None:
-    """Recompute the account's daily and monthly rollups for these UTC days from its billing
-    records. Runs in the caller's transaction (the one that wrote the records), under the
-    account row's lock (taken here if the caller has not): slices of one sync rebuild each
-    month they touch from all its days, one at a time, each seeing the others' committed days.
-    """
+@dataclass
+class SpanSums:
+    """One scan of an account's billing records of some UTC days, which the ledger's usage,
+    the rollups and the unattributed queue all follow (labgov/runpod/providers.py:
+    span_written): grouped by day, kind and allocation, and by resource where nobody owns
+    the spend. PostgreSQL sums numeric exactly; the groups are added in Python, as Decimal."""
+
+    days: list[dt.date]
+    start: dt.datetime
+    end: dt.datetime
+    # {(day, category, allocation id or None): amount}: what the records say, split funding
+    # moved to its shares (split_deltas), zeros dropped. The rollups' rows.
+    categories: dict[tuple[dt.date, str, int | None], Decimal]
+    # {resource id: the spend of its unattributed records in the span}.
+    unowned: dict[int, Decimal]
+
+    def usage(self) -> dict[tuple[int, dt.date], Decimal]:
+        """{(allocation id, day): amount}: the attributed spend the ledger's usage follows.
+        The categories of a kind add up to its records' total (categories_of), and split
+        moves of a day add up to zero between its shares, so this is the records' total per
+        allocation and day with each split share's part, to the last digit."""
+        usage: dict[tuple[int, dt.date], Decimal] = defaultdict(lambda: ZERO)
+        for (day, _, allocation_id), amount in self.categories.items():
+            if allocation_id is not None:
+                usage[(allocation_id, day)] += amount
+        return {k: v for k, v in usage.items() if v}
+
+
+def span_sums(*, account, days, unowned: bool = True) -> SpanSums:
+    """Sum the account's billing records of these UTC days once (see SpanSums); without
+    `unowned`, not per resource (its `unowned` is then empty)."""
     days = sorted(set(days))
     if not days:
-        return
-    account_lock_serial(account.pk)
+        epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+        return SpanSums([], epoch, epoch, {}, {})
     start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
     end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
     wanted = set(days)
     records = BillingRecord.objects.filter(
         resource__account=account, bucket_start__gte=start, bucket_start__lt=end
     ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
-    sums = grouped_multi_sums(records, ["day", "kind", "allocation_id"], COLUMNS)
+    keys = ["day", "kind", "allocation_id"]
+    if unowned:
+        # The resource is a key only of spend nobody owns: the attributed records of a day,
+        # kind and allocation stay one group.
+        records = records.annotate(
+            unowned=Case(When(allocation__isnull=True, then=F("resource_id")), default=None)
+        )
+        keys.append("unowned")
+    sums = grouped_multi_sums(records, keys, COLUMNS)
 
-    amounts: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
-    for (moment, kind, allocation_id), columns in sums.items():
+    categories: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
+    by_resource: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    for (moment, kind, allocation_id, *resource), columns in sums.items():
         day = moment.astimezone(UTC).date() if isinstance(moment, dt.datetime) else moment
         if day not in wanted:
             continue
         for category, amount in categories_of(kind, columns):
-            amounts[(day, category, allocation_id)] += amount
+            categories[(day, category, allocation_id)] += amount
+        if resource and resource[0] is not None:
+            by_resource[resource[0]] += columns[0]
 
     for key, delta in split_deltas(account=account, start=start, end=end, days=wanted).items():
-        amounts[key] += delta
+        categories[key] += delta
+    return SpanSums(
+        days,
+        start,
+        end,
+        {k: v for k, v in categories.items() if v},
+        {k: v for k, v in by_resource.items() if v},
+    )
+
+
+def rollups_rebuild(*, account, days, sums: SpanSums | None = None) -> None:
+    """Recompute the account's daily and monthly rollups for these UTC days from its billing
+    records (`sums`, when the caller has summed them already: span_sums of these days). Runs
+    in the caller's transaction (the one that wrote the records), under the account row's
+    lock (taken here if the caller has not): slices of one sync rebuild each month they touch
+    from all its days, one at a time, each seeing the others' committed days.
+    """
+    days = sorted(set(days))
+    if not days:
+        return
+    account_lock_serial(account.pk)
+    if sums is None:
+        sums = span_sums(account=account, days=days)
+    elif sums.days != days:
+        raise ValueError("the sums are of other days than the rollups rebuilt")
+    amounts = sums.categories
 
     owners = _owners({k[2] for k in amounts if k[2] is not None})
     # Cost transfers' rows are not made from records: they stay (labgov/transfers).

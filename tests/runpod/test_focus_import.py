@@ -14,6 +14,7 @@ from labgov.audit.models import AuditEvent
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC
 from labgov.funding.models import LedgerEntry
+from labgov.runpod.attribution import unattributed_refresh
 from labgov.runpod.focus import FocusRefused, focus_import, source_create
 from labgov.runpod.models import (
     AccountBillingRecord,
@@ -110,7 +111,9 @@ def test_a_month_becomes_records_resources_and_the_files_own_totals(world, sourc
     assert ec2.total_usd == Decimal("12.3456789013") and ec2.cpu_usd == ec2.total_usd
     assert ec2.bucket_end == october_1 + dt.timedelta(hours=1) and ec2.kind == "cloud"
     s3_credit = records[(S3, october_1 + dt.timedelta(days=1))]
-    assert s3_credit.total_usd == Decimal("-1.50") == s3_credit.storage_standard_usd
+    # A credit is kept apart, not in the service's part: it is its own line on invoices.
+    assert s3_credit.total_usd == Decimal("-1.50") == s3_credit.credit_usd
+    assert s3_credit.storage_standard_usd == 0
     # A row without a resource (the tax) is the service's and sub-account's pseudo-resource.
     tax = records[("Tax (777788889999)", october_1)]
     assert tax.total_usd == Decimal("0.99") and tax.bucket_end == dt.datetime(
@@ -159,6 +162,13 @@ def test_the_same_file_twice_changes_nothing_and_a_corrected_one_replaces_the_fi
         == corrected.file.billed_total
         == Decimal("26.5356789013")
     )
+    # The queue moved by what the correction changed (span_written): the figures it would
+    # have read from all the records, to the last digit.
+    assert unattributed_refresh(account=source) == 0
+    assert (
+        sum(Resource.objects.filter(account=source).values_list("unattributed_usd", flat=True))
+        == corrected.file.billed_total
+    )
 
 
 def test_the_ledger_and_rollups_follow_a_rule_on_a_tag(world, source):
@@ -185,10 +195,14 @@ def test_the_ledger_and_rollups_follow_a_rule_on_a_tag(world, source):
         by_category[row.category] = by_category.get(row.category, 0) + row.amount_usd
     assert by_category == {
         Category.CLOUD_COMPUTE: Decimal("24.6913578025"),
-        Category.CLOUD_STORAGE: Decimal("1.70"),
+        Category.CLOUD_STORAGE: Decimal("3.20"),
+        Category.CLOUD_CREDIT: Decimal("-1.50"),
     }
+    assert Resource.objects.get(runpod_id=EC2).unattributed_usd == 0
+    assert unattributed_refresh(account=source) == 0
     # The correction takes the credit back out of the ledger too.
     _import(source, "aws_2026_10_corrected.csv")
+    assert unattributed_refresh(account=source) == 0
     usage = sum(
         LedgerEntry.objects.filter(allocation=world.allocation, kind="usage").values_list(
             "amount_usd", flat=True
@@ -205,7 +219,10 @@ def test_the_ledger_and_rollups_follow_a_rule_on_a_tag(world, source):
         ("negative_quantity.csv", "Row 4, column ConsumedQuantity: '-2' is negative"),
         ("currency_change.csv", "Row 5, column BillingCurrency: 'EUR' after USD"),
         ("naive_time.csv", "Row 6, column ChargePeriodStart: '2026-10-02 00:00' has no time zone"),
-        ("eur_2026_10.csv", "The file bills in EUR, and labgov keeps spend in USD"),
+        ("nan_cost.csv", "Row 4, column BilledCost: 'NaN' is not a finite number"),
+        ("unknown_category.csv", "Row 5, column ChargeCategory: 'Refund' is none of Usage"),
+        ("tags_not_json.csv", "Row 3, column Tags: it is not a JSON object"),
+        ("eur_2026_10.csv", "Row 2, column BillingCurrency: the file bills in EUR"),
     ],
 )
 def test_a_bad_file_is_refused_naming_row_and_column_and_writes_nothing(world, source, name, words):
@@ -366,3 +383,31 @@ def test_each_record_keeps_its_charge_category_and_class(world, source):
         "Tax": "0.99",
         "Usage": "9.25",
     }
+
+
+def test_a_name_prefix_rule_pays_and_a_budget_threshold_reads_the_sources_spend(world, source):
+    """A rule on ResourceName (its prefix) attributes a FOCUS resource as a Runpod pod's
+    name would; the spend reaches the ledger, and the budget thresholds read it from there."""
+    from labgov.alerts.evaluation import alerts_evaluate
+    from labgov.alerts.models import Alert, Kind
+    from labgov.funding.models import Allocation
+
+    AttributionRule.objects.create(
+        lab=world.lab,
+        account=source,
+        kind=AttributionRule.Kind.NAME_PREFIX,
+        pattern="train-",
+        allocation=world.allocation,
+        starts_at=dt.datetime(2026, 9, 1, tzinfo=UTC),
+    )
+    Allocation.objects.filter(pk=world.allocation.pk).update(cap_usd=Decimal(30))
+    _import(source, "aws_2026_10.csv")
+    ec2 = Resource.objects.get(account=source, runpod_id=EC2)
+    assert ec2.current_allocation_id == world.allocation.pk and ec2.unattributed_usd == 0
+    assert Resource.objects.get(account=source, runpod_id=S3).unattributed_usd == Decimal("1.70")
+    alerts_evaluate(institution_id=world.institution.pk, now=NOW)
+    alert = Alert.objects.get(
+        kind=Kind.BUDGET_THRESHOLD, subject_key=f"allocation:{world.allocation.pk}"
+    )
+    # EC2's 24.6913578025 of a 30.00 cap: 82 %.
+    assert alert.level == 80 and alert.facts["used_usd"] == "24.69"

@@ -47,7 +47,10 @@ def test_an_institution_admin_adds_a_source_and_imports_a_month_on_the_page(worl
     # Without a rate, a EUR file is refused in words, and nothing is written.
     page = client.post(url, _upload("eur_2026_10.csv"))
     assert page.status_code == 200
-    assert "The file bills in EUR, and labgov keeps spend in USD" in page.content.decode()
+    assert (
+        "Row 2, column BillingCurrency: the file bills in EUR, and labgov keeps spend in USD"
+        in page.content.decode()
+    )
     assert not BillingRecord.objects.filter(resource__account=source).exists()
     RunpodAccount.objects.filter(pk=source.pk).update(usd_per_unit="1.08")
     answer = client.post(url, _upload("eur_2026_10.csv"), follow=True)

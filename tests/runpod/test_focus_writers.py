@@ -138,4 +138,4 @@ def test_the_import_tests_pass_on_sqlite(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "17 passed" in done.stdout and "failed" not in done.stdout
+    assert "21 passed" in done.stdout and "failed" not in done.stdout

@@ -20,7 +20,7 @@ from django.db.models import Count
 from labgov.accounts.models import Role
 from labgov.funding import totals
 from labgov.funding.models import LedgerEntry, LedgerTotal
-from labgov.runpod import billing_store
+from labgov.runpod import billing_store, providers
 from labgov.runpod import sync as sync_module
 from labgov.runpod.client import RunpodClient
 from labgov.runpod.models import (
@@ -193,21 +193,21 @@ def test_a_slice_that_meets_a_deadlock_is_written_again_whole(
     account = _connect(small_sim, world.institution, world.inst_admin, world.allocation)
     today = small_sim.state.now.date()
     writes, failed = [], []
-    real_write, real_rebuild = billing_store.write_slice, sync_module.rollups_rebuild
+    real_write, real_rebuild = billing_store.write_slice, providers.rollups_rebuild
 
     def counted_write(*, account, payload):
         writes.append(payload.start)
         return real_write(account=account, payload=payload)
 
-    def deadlocked_twice(*, account, days):
+    def deadlocked_twice(*, account, days, sums=None):
         # The last slice's records and ledger usage are written by now: they must go back.
-        real_rebuild(account=account, days=days)
+        real_rebuild(account=account, days=days, sums=sums)
         if today in days and len(failed) < 2:
             failed.append(today)
             raise _django_wrapped(psycopg.errors.DeadlockDetected("deadlock detected"))
 
     monkeypatch.setattr(billing_store, "write_slice", counted_write)
-    monkeypatch.setattr(sync_module, "rollups_rebuild", deadlocked_twice)
+    monkeypatch.setattr(providers, "rollups_rebuild", deadlocked_twice)
     run = account_sync(account_id=account.pk, client_factory=_plain_http_client(small_sim))
 
     assert run.status == SyncRun.Status.SUCCEEDED, run.error
