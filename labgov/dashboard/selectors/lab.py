@@ -75,6 +75,31 @@ _COSTING = CompiledValues(
 )
 
 
+@dataclass(slots=True)
+class LabSource:
+    """One of the lab's funding sources as its table shows it, with its ledger figures."""
+
+    pk: int
+    name: str
+    end_date: dt.date
+    amount_usd: Decimal
+    committed_usd: Decimal
+    spent_usd: Decimal
+    remaining_usd: Decimal
+
+
+_SOURCES = CompiledValues(
+    lambda lab_id: (
+        FundingSource.objects.filter(lab_id=lab_id)
+        .with_figures()
+        .order_by("end_date", "name")
+        .values_list(
+            "pk", "name", "end_date", "amount_usd", "committed_usd", "spent_usd", "remaining_usd"
+        )
+    )
+)
+
+
 def whole_month(period: DayRange) -> dt.date | None:
     """The month the range is, when it is exactly one calendar month."""
     following = (period.first.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
@@ -98,9 +123,7 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
     period = day_range(
         params, default_first=today - dt.timedelta(days=DEFAULT_DAYS - 1), default_last=today
     )
-    sources = list(
-        FundingSource.objects.filter(lab=lab).with_figures().order_by("end_date", "name")
-    )
+    sources = [LabSource(*row) for row in _SOURCES.rows(lab_id=lab.pk)]
     burns = _BURNS.burn(today, lab_id=lab.pk)
     # The lab's rollups: attributed to its allocations, or unattributed on its own accounts.
     in_period = _IN_PERIOD(period.first, period.last, lab_id=lab.pk)
@@ -160,7 +183,7 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
     )
 
 
-def funding_table(sources: list[FundingSource], burns: dict, today: dt.date, now) -> Table:
+def funding_table(sources: list[LabSource], burns: dict, today: dt.date, now) -> Table:
     rows = []
     for fs in sources:
         rate = burn_rate(burns.get(fs.pk, ZERO))
