@@ -3,14 +3,15 @@ download always holds what the page shows, with the same filters and order."""
 
 import datetime as dt
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from html import escape
+from urllib.parse import urlencode
 
 from django.http import HttpResponse, QueryDict
 from django.utils.safestring import mark_safe
 
 from labgov.core.csv_export import csv_download
-from labgov.core.money import to_cents
+from labgov.core.money import CENT, to_cents
 from labgov.core.templatetags.labgov import usd
 from labgov.runpod.history import Before
 
@@ -208,9 +209,15 @@ _EMPTY_NUM_TD = '<td class="num"></td>'
 
 
 def _money_html(value, column) -> str:
+    if type(value) is Decimal:  # usd's figure, without its checks and copy
+        if not value:  # most cells of a pivot by month are zero: those skip the formatting
+            return _ZERO_TD
+        cents = value.quantize(CENT, rounding=ROUND_HALF_EVEN)
+        text = f"−${-cents:,.2f}" if cents < 0 else f"${abs(cents):,.2f}"
+        return f'<td class="num over">{text}</td>' if value < 0 else f'<td class="num">{text}</td>'
     if value is None or value == "":
         return _EMPTY_NUM_TD
-    if not value:  # most cells of a pivot by month are zero: those skip the formatting
+    if not value:
         return _ZERO_TD
     return f'<td class="{"num over" if value < 0 else "num"}">{usd(value)}</td>'
 
@@ -250,14 +257,21 @@ def _sort_key(value):
 
 
 def query_with(params: QueryDict, **changes) -> str:
-    """The query string with some parameters changed (None removes one)."""
-    query = params.copy()
+    """The query string with some parameters changed (None removes one), as
+    QueryDict.urlencode writes it: a table's every sortable column has one, and a QueryDict's
+    copy (a deep copy) cost more than the rest of its header."""
+    query = dict(params.lists())
     for key, value in changes.items():
         if value is None:
             query.pop(key, None)
         else:
-            query[key] = value
-    return "?" + query.urlencode()
+            query[key] = [value]
+    encoding = params.encoding
+    return "?" + "&".join(
+        urlencode({k.encode(encoding): str(v).encode(encoding)})
+        for k, values in query.items()
+        for v in values
+    )
 
 
 def csv_cell(value, kind: str) -> str:
