@@ -6,7 +6,9 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q
+from django.http import Http404
 from django.urls import reverse
 
 from labgov.accounts import access
@@ -108,8 +110,20 @@ def whole_month(period: DayRange) -> dt.date | None:
     return None
 
 
+# Every request of a lab's page reads its lab: compiled once per process (core/compiled.py).
+_LAB_COLUMNS = [f.attname for f in Lab._meta.concrete_fields]
+_LAB = CompiledValues(lambda pk: Lab.objects.filter(pk=pk).values_list(*_LAB_COLUMNS))
+_MAX_ID = 2**63 - 1  # a bigint's: a larger id in the URL is no lab's
+
+
 def lab_for_spend(user, pk: int) -> Lab:
-    lab = access.get_or_404(Lab.objects.filter(access.labs_q(user)), pk=pk)
+    """The lab, 404 unless the person may see it (labs_q's rule), 403 unless its spend."""
+    rows = _LAB.rows(pk=pk) if pk <= _MAX_ID else []
+    lab = Lab.from_db(DEFAULT_DB_ALIAS, _LAB_COLUMNS, rows[0]) if rows else None
+    if lab is None or not access.can_see_lab(
+        user, lab_id=lab.pk, institution_id=lab.institution_id
+    ):
+        raise Http404
     access.deny_unless(
         access.can_see_lab_spend(user, lab_id=lab.pk, institution_id=lab.institution_id)
     )
