@@ -163,6 +163,16 @@ def labs_q(user, *, prefix: str = "") -> Q:
     )
 
 
+def can_see_lab(user, *, lab_id: int, institution_id: int) -> bool:
+    """labs_q's rule for one lab already read (no query)."""
+    scope = scope_for(user)
+    return (
+        institution_id in scope.money_institutions
+        or lab_id in scope.admin_labs
+        or lab_id in scope.member_labs
+    )
+
+
 def funding_sources_q(user, *, prefix: str = "") -> Q:
     scope = scope_for(user)
     return Q(**{f"{prefix}lab__institution_id__in": scope.money_institutions}) | Q(

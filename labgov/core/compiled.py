@@ -6,8 +6,9 @@ for the scope every page reads). A `CompiledValues` builds its values_list query
 stand-in values, keeps the SQL, and runs it again with the real values in the stand-ins'
 places. The queryset stays the one definition of the query.
 
-Only for querysets whose shape does not depend on the values (no IN list of varying length,
-no branch on them: a shape or a parameter that differs between two compilations with
+Only for querysets whose shape does not depend on the values (no IN list of varying length:
+`field__any_of=ids` is one instead, `= ANY(%s)` with the ids as one array on PostgreSQL; no
+branch on them: a shape or a parameter that differs between two compilations with
 different stand-ins is refused, and the queryset is then built each time), that read no
 clock (a `now()` inside the build would be kept as a constant), and whose columns need no
 converter (ints, text, booleans, dates and numerics on PostgreSQL). Elsewhere (SQLite,
@@ -19,12 +20,31 @@ import threading
 from collections.abc import Callable
 
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Field, QuerySet
+from django.db.models.lookups import In
+
+
+@Field.register_lookup
+class AnyOf(In):
+    """`field__any_of=ids`: what `__in` selects, as `field = ANY(%s)` with the ids in one
+    array parameter on PostgreSQL, so the SQL is the same however many ids there are (and an
+    empty list selects nothing); `IN (…)` elsewhere."""
+
+    lookup_name = "any_of"
+
+    def as_postgresql(self, compiler, connection):
+        if self.rhs_is_direct_value():
+            lhs, lhs_params = self.process_lhs(compiler, connection)
+            values = [value for value in self.rhs if value is not None]
+            return f"{lhs} = ANY(%s)", (*lhs_params, values)
+        return self.as_sql(compiler, connection)
 
 
 # Values no real query carries, one per parameter: a stand-in found among the compiled
 # parameters is the slot of its value.
 def _stand_in(value, i: int):
+    if isinstance(value, list | tuple | set | frozenset):  # ids for an any_of
+        return [_stand_in(0, i)]
     if isinstance(value, bool):
         raise TypeError("a boolean cannot have a stand-in")
     if isinstance(value, int):
@@ -36,7 +56,7 @@ def _stand_in(value, i: int):
 
 class CompiledValues:
     """`build(**values)` returns a values_list queryset; `rows(**values)` runs it. Its
-    values are ints (ids) and dates, passed by name."""
+    values are ints (ids), dates and collections of ids (for an `any_of`), passed by name."""
 
     def __init__(self, build: Callable[..., QuerySet]):
         self.build = build
@@ -84,7 +104,8 @@ class CompiledValues:
         sql, params, slots = compiled
         params = list(params)
         for i, name in slots.items():
-            params[i] = values[name]
+            value = values[name]
+            params[i] = list(value) if isinstance(value, tuple | set | frozenset) else value
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()

@@ -66,6 +66,10 @@ def page_cache():
     return caches["pages"]
 
 
+def page_cache_on() -> bool:
+    return bool(settings.LABGOV_PAGE_CACHE_SECONDS)
+
+
 def page_params(request) -> QueryDict:
     """The parameters dashboard pages read (the last value of each, at most 64 characters);
     every other one is dropped, so no parameter of an attacker's makes a cache entry or is

@@ -3,14 +3,15 @@ download always holds what the page shows, with the same filters and order."""
 
 import datetime as dt
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from html import escape
+from urllib.parse import urlencode
 
 from django.http import HttpResponse, QueryDict
 from django.utils.safestring import mark_safe
 
 from labgov.core.csv_export import csv_download
-from labgov.core.money import to_cents
+from labgov.core.money import CENT, to_cents
 from labgov.core.templatetags.labgov import usd
 from labgov.runpod.history import Before
 
@@ -75,7 +76,6 @@ class Row:
     href: str = ""  # links the first cell
     # Pinned rows (such as "Unattributed") stay at the bottom whatever the sort.
     pinned: bool = False
-    display: list[Cell] = field(default_factory=list)
 
 
 @dataclass
@@ -90,8 +90,10 @@ class Table:
     note: str = ""
     sort: str = ""
     csv_url: str = ""
-    footer_display: list | None = None
+    # Filled by bind: the <thead>, the rows of the <tbody> and the <tfoot> (empty without one).
+    head_html: str = ""
     body_html: str = ""
+    foot_html: str = ""
 
     @property
     def sort_param(self) -> str:
@@ -136,34 +138,116 @@ class Table:
                 params, **{self.sort_param: target, "format": None, "table": None}
             )
         self.csv_url = query_with(params, format="csv", table=self.name)
-        for row in self.rows:
-            row.display = [
-                display(value, column, href=row.href if i == 0 else "")
-                for i, (value, column) in enumerate(zip(row.cells, self.columns, strict=True))
-            ]
-        self.body_html = rows_html(self.rows)
+        self.head_html = head_html(self.columns)
+        self.body_html = rows_html(self.rows, self.columns)
         if self.footer is not None:
-            self.footer_display = [
-                display(value, column)
-                for value, column in zip(self.footer, self.columns, strict=True)
-            ]
+            self.foot_html = foot_html(self.footer, self.columns)
         return self
 
 
-def rows_html(rows: list[Row]) -> str:
-    """The table body. Built here, not by template loops: the biggest tables (a pivot of 200
-    funding sources by month) have thousands of cells, and a template tag per cell cost more
-    than all of the page's queries together. Every text and link is escaped."""
+# The table's head, body and foot are built here, not by template loops: the biggest tables (a
+# pivot of 200 funding sources by month) have thousands of cells, and a template tag per cell
+# cost more than all of the page's queries together. Every text and link is escaped; money,
+# percentages and dates are formatted from numbers and dates, with nothing to escape.
+
+
+def head_html(columns: list[Column]) -> str:
+    out = ["<thead><tr>"]
+    for c in columns:
+        out.append('<th class="num">' if c.numeric else "<th>")
+        label = escape(c.label)
+        if c.sortable:
+            url = escape(c.sort_url)
+            out.append(
+                f'<a href="{url}" hx-get="{url}" hx-target="#dash-body" hx-swap="outerHTML" '
+                f'hx-push-url="true">{label}</a>'
+            )
+            if c.sort_state:
+                out.append(f' <span class="sort">{escape(c.sort_state)}</span>')
+        else:
+            out.append(label)
+        out.append("</th>")
+    out.append("</tr></thead>")
+    return mark_safe("".join(out))  # noqa: S308 - assembled from escaped parts only
+
+
+def rows_html(rows: list[Row], columns: list[Column]) -> str:
+    """The table body: one <tr> per row, its first cell linked to the row's href."""
+    if not columns:
+        return ""
+    first, *others = [_CELL_HTML.get(c.kind, _other_html) for c in columns]
     out = []
     for row in rows:
+        cells = row.cells
+        if len(cells) != len(columns):
+            raise ValueError(f"{len(cells)} cells for {len(columns)} columns")
         out.append('<tr class="pinned">' if row.pinned else "<tr>")
-        for cell in row.display:
-            text = escape(cell.text)
-            if cell.href:
-                text = f'<a href="{escape(cell.href)}">{text}</a>'
-            out.append(f'<td class="{cell.css}">{text}</td>' if cell.css else f"<td>{text}</td>")
+        if row.href:
+            out.append(_linked_html(cells[0], columns[0], row.href))
+        else:
+            out.append(first(cells[0], columns[0]))
+        out.extend([f(v, c) for f, v, c in zip(others, cells[1:], columns[1:], strict=True)])
         out.append("</tr>\n")
     return mark_safe("".join(out))  # noqa: S308 - assembled from escaped parts only
+
+
+def foot_html(footer: list, columns: list[Column]) -> str:
+    """The totals row (no links), or nothing for an empty one."""
+    if not footer:
+        return ""
+    out = ["<tfoot><tr>"]
+    for value, column in zip(footer, columns, strict=True):
+        cell = display(value, column)
+        text = escape(cell.text)
+        out.append(f'<th class="{cell.css}">{text}</th>' if cell.css else f"<th>{text}</th>")
+    out.append("</tr></tfoot>")
+    return mark_safe("".join(out))  # noqa: S308 - assembled from escaped parts only
+
+
+_ZERO_TD = '<td class="num">$0.00</td>'
+_EMPTY_NUM_TD = '<td class="num"></td>'
+
+
+def _money_html(value, column) -> str:
+    if type(value) is Decimal:  # usd's figure, without its checks and copy
+        if not value:  # most cells of a pivot by month are zero: those skip the formatting
+            return _ZERO_TD
+        cents = value.quantize(CENT, rounding=ROUND_HALF_EVEN)
+        text = f"−${-cents:,.2f}" if cents < 0 else f"${abs(cents):,.2f}"
+        return f'<td class="num over">{text}</td>' if value < 0 else f'<td class="num">{text}</td>'
+    if value is None or value == "":
+        return _EMPTY_NUM_TD
+    if not value:
+        return _ZERO_TD
+    return f'<td class="{"num over" if value < 0 else "num"}">{usd(value)}</td>'
+
+
+def _percent_html(value, column) -> str:
+    if value is None or value == "":
+        return _EMPTY_NUM_TD
+    return f'<td class="num">{Decimal(value):.1f}%</td>'
+
+
+def _other_html(value, column) -> str:
+    """Text, numbers and dates, as `display` gives them."""
+    if value is None or value == "":
+        return _EMPTY_NUM_TD if column.numeric else "<td></td>"
+    if column.kind == TEXT and type(value) is str:
+        return f"<td>{escape(value)}</td>"
+    cell = display(value, column)
+    text = escape(cell.text)
+    return f'<td class="{cell.css}">{text}</td>' if cell.css else f"<td>{text}</td>"
+
+
+def _linked_html(value, column, href: str) -> str:
+    cell = display(value, column, href=href)
+    text = escape(cell.text)
+    if cell.href:
+        text = f'<a href="{escape(cell.href)}">{text}</a>'
+    return f'<td class="{cell.css}">{text}</td>' if cell.css else f"<td>{text}</td>"
+
+
+_CELL_HTML = {MONEY: _money_html, PERCENT: _percent_html}
 
 
 def _sort_key(value):
@@ -173,14 +257,21 @@ def _sort_key(value):
 
 
 def query_with(params: QueryDict, **changes) -> str:
-    """The query string with some parameters changed (None removes one)."""
-    query = params.copy()
+    """The query string with some parameters changed (None removes one), as
+    QueryDict.urlencode writes it: a table's every sortable column has one, and a QueryDict's
+    copy (a deep copy) cost more than the rest of its header."""
+    query = dict(params.lists())
     for key, value in changes.items():
         if value is None:
             query.pop(key, None)
         else:
-            query[key] = value
-    return "?" + query.urlencode()
+            query[key] = [value]
+    encoding = params.encoding
+    return "?" + "&".join(
+        urlencode({k.encode(encoding): str(v).encode(encoding)})
+        for k, values in query.items()
+        for v in values
+    )
 
 
 def csv_cell(value, kind: str) -> str:

@@ -12,6 +12,7 @@ from labgov.dashboard.page_cache import (
     cache_state,
     cached_body,
     messages_waiting,
+    page_cache_on,
     page_params,
     with_csrf_token,
 )
@@ -41,7 +42,9 @@ def _page(request, template: str, page: str, render_body, around=None) -> HttpRe
     """The whole page around `render_body()`, from the cache when it holds it for this person,
     page, query and data version (page_cache.py); its token is this request's."""
     context = {**(around or {})}
-    if messages_waiting(request):
+    # Not kept (the cache off, or messages to show): rendered with this request's token in
+    # place, with no placeholder to put it in afterwards.
+    if not page_cache_on() or messages_waiting(request):
         response = render(request, template, {"content": render_body(), **context})
         response[HEADER] = "bypass"
         return response

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.db.models import Q
 
-from labgov.accounts.models import Membership, Role
+from labgov.accounts.models import Membership, Role, User
 from labgov.core.compiled import CompiledValues
 from labgov.dashboard.selectors.common import DailySums
 from tests.factories import InstitutionFactory, LabFactory, MembershipFactory, UserFactory
@@ -137,3 +137,24 @@ def test_the_pages_compiled_queries_all_compile(world, client_for):
     if connection.vendor == "postgresql":
         refused = [o.build.__qualname__ for (o, _), sql in tried.items() if sql is None]
         assert refused == []
+
+
+def test_any_of_selects_what_in_does_and_compiles_once_for_every_number_of_ids():
+    users = [UserFactory() for _ in range(3)]
+    ids = [u.pk for u in users]
+    built = []
+
+    def build(ids):
+        built.append(ids)
+        return User.objects.filter(pk__any_of=ids).order_by("pk").values_list("pk")
+
+    compiled = CompiledValues(build)
+    for chosen in ([], [ids[1]], ids, {ids[0], ids[2]}, (ids[2], ids[2])):
+        expected = sorted(set(chosen))
+        assert compiled.rows(ids=chosen) == [(pk,) for pk in expected]
+        queryset = User.objects.filter(pk__in=chosen).order_by("pk")
+        assert list(queryset.values_list("pk")) == [(pk,) for pk in expected]
+    if connection.vendor == "postgresql":
+        assert len(built) == 2  # the stand-ins' two compilations, then only its SQL
+        (sql, _, _) = compiled._compiled["default:ids"]
+        assert "= ANY(%s)" in sql

@@ -7,8 +7,11 @@ from decimal import Decimal
 
 from django.urls import reverse
 
+from labgov.accounts import access
+from labgov.accounts.models import Lab, User
+from labgov.dashboard.selectors.lab import lab_for_spend
 from tests.dashboard.conftest import TODAY, add_spend, count_queries, grow, past_rate_only
-from tests.factories import AllocationFactory, ResourceFactory, RunpodAccountFactory
+from tests.factories import AllocationFactory, LabFactory, ResourceFactory, RunpodAccountFactory
 
 D = Decimal
 
@@ -125,3 +128,21 @@ def test_query_count_is_pinned_and_independent_of_data_size(world, spend, client
     # their own.)
     assert small == large == 11
     assert len(response.context["data"].tables["funding"].rows) == 11
+
+
+def test_a_lab_is_seen_by_exactly_whom_labs_q_lets_see_it(world, client_for):
+    """lab_for_spend checks labs_q's rule in Python on the lab it has read: the two agree for
+    every person and lab, and a lab one may not see is a 404 (a huge id too)."""
+    elsewhere = LabFactory()
+    labs = list(Lab.objects.all())
+    for user in User.objects.all():
+        seen = set(Lab.objects.filter(access.labs_q(user)).values_list("pk", flat=True))
+        for lab in labs:
+            rule = access.can_see_lab(user, lab_id=lab.pk, institution_id=lab.institution_id)
+            assert rule == (lab.pk in seen), (user.username, lab.name)
+    assert lab_for_spend(world.lab_admin, world.lab.pk) == world.lab
+    assert lab_for_spend(world.lab_admin, world.lab.pk).name == world.lab.name
+    client = client_for(world.lab_admin)
+    for lab in (world.other_lab, elsewhere):
+        assert client.get(f"/spend/labs/{lab.pk}/").status_code == 404
+    assert client.get(f"/spend/labs/{2**64}/").status_code == 404

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.urls import reverse
 
+from labgov.dashboard.tables import display
 from labgov.runpod.models import AccountBillingRecord, BillingRecord
 from tests.dashboard.conftest import NOW
 from tests.factories import ResourceFactory
@@ -67,11 +68,16 @@ def test_idle_since_of_a_pod_first_seen_stopped_comes_from_billing(world, spend,
         first_seen_at=NOW - dt.timedelta(days=30), status_changed_at=seen_stop
     )
     rows, data = _idle_since(world, client_for)
-    since = data.tables["storage"].columns.index(
-        next(c for c in data.tables["storage"].columns if c.key == "since")
-    )
-    assert rows["stopped-in-history"].display[since].text == "2026-03-12 13:00"
-    assert rows["stopped-before-history"].display[since].text == "before 2026-03-10"
+    columns = data.tables["storage"].columns
+    column = next(c for c in columns if c.key == "since")
+    since = columns.index(column)
+
+    def shown(name: str) -> str:
+        return display(rows[name].cells[since], column).text
+
+    assert shown("stopped-in-history") == "2026-03-12 13:00"
+    assert shown("stopped-before-history") == "before 2026-03-10"
+    assert "<td>before 2026-03-10</td>" in data.tables["storage"].body_html
     assert rows["forgotten"].cells[since] == seen_stop
 
     url = reverse("dashboard:lab", args=[world.lab.pk])

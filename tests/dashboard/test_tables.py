@@ -3,11 +3,13 @@
 import datetime as dt
 from decimal import Decimal
 
+import pytest
 from django.http import QueryDict
 
 from labgov.dashboard.tables import (
     DATE,
     MONEY,
+    NUMBER,
     PERCENT,
     Column,
     Row,
@@ -15,6 +17,7 @@ from labgov.dashboard.tables import (
     csv_cell,
     query_with,
 )
+from labgov.dashboard.templatetags.dashboard import chart_table_html
 
 
 def _table():
@@ -78,3 +81,68 @@ def test_csv_cells():
     assert csv_cell(Decimal("33.333"), PERCENT) == "33.3"
     assert csv_cell(dt.date(2026, 3, 1), DATE) == "2026-03-01"
     assert csv_cell(None, MONEY) == ""
+
+
+def test_head_body_and_foot_show_every_kind_of_cell():
+    table = Table(
+        "t",
+        "T",
+        [
+            Column("name", "Name <1>"),
+            Column("n", "N", NUMBER),
+            Column("share", "Share", PERCENT),
+            Column("day", "Day", DATE),
+            Column("amount", "Amount", MONEY, sortable=False),
+        ],
+        [
+            Row(["a&b", 3, Decimal("12.345"), dt.date(2026, 3, 1), Decimal(0)]),
+            Row(["c", "7", None, dt.datetime(2026, 3, 1, 13, 5, tzinfo=dt.UTC), None]),
+            Row(["Unattributed", None, "", None, Decimal("0.004")], pinned=True),
+        ],
+        footer=["Total", "", None, None, Decimal("-0.5")],
+        default_sort="name",
+    ).bind(QueryDict("start=2026-03-01"))
+    assert str(table.body_html) == (
+        '<tr><td>a&amp;b</td><td class="num">3</td><td class="num">12.3%</td>'
+        '<td>2026-03-01</td><td class="num">$0.00</td></tr>\n'
+        '<tr><td>c</td><td class="num">7</td><td class="num"></td><td>2026-03-01 13:05</td>'
+        '<td class="num"></td></tr>\n'
+        '<tr class="pinned"><td>Unattributed</td><td class="num"></td><td class="num"></td>'
+        '<td></td><td class="num">$0.00</td></tr>\n'
+    )
+    assert str(table.head_html) == (
+        '<thead><tr><th><a href="?start=2026-03-01&amp;t_sort=-name" '
+        'hx-get="?start=2026-03-01&amp;t_sort=-name" hx-target="#dash-body" '
+        'hx-swap="outerHTML" hx-push-url="true">Name &lt;1&gt;</a> <span class="sort">▲</span>'
+        '</th><th class="num"><a href="?start=2026-03-01&amp;t_sort=-n" '
+        'hx-get="?start=2026-03-01&amp;t_sort=-n" hx-target="#dash-body" hx-swap="outerHTML" '
+        'hx-push-url="true">N</a></th><th class="num">'
+        '<a href="?start=2026-03-01&amp;t_sort=-share" '
+        'hx-get="?start=2026-03-01&amp;t_sort=-share" hx-target="#dash-body" '
+        'hx-swap="outerHTML" hx-push-url="true">Share</a></th><th><a '
+        'href="?start=2026-03-01&amp;t_sort=day" hx-get="?start=2026-03-01&amp;t_sort=day" '
+        'hx-target="#dash-body" hx-swap="outerHTML" hx-push-url="true">Day</a></th>'
+        '<th class="num">Amount</th></tr></thead>'
+    )
+    assert str(table.foot_html) == (
+        '<tfoot><tr><th>Total</th><th class="num"></th><th class="num"></th><th></th>'
+        '<th class="num over">−$0.50</th></tr></tfoot>'
+    )
+
+
+def test_a_row_of_the_wrong_length_is_refused():
+    table = Table("t", "T", [Column("name", "Name")], [Row(["a", "b"])])
+    with pytest.raises(ValueError, match="2 cells for 1 columns"):
+        table.bind(QueryDict(""))
+
+
+def test_a_chart_table_is_escaped_and_in_dollars():
+    html = chart_table_html(
+        {"headers": ["<lab>"], "rows": [("2026-03-01", [Decimal("1234.5")]), ("x&y", [None])]},
+        "",
+    )
+    assert html == (
+        '<thead><tr><th scope="col">Day</th><th scope="col" class="num">&lt;lab&gt;</th></tr>'
+        '</thead>\n    <tbody><tr><th scope="row">2026-03-01</th><td class="num">$1,234.50</td>'
+        '</tr><tr><th scope="row">x&amp;y</th><td class="num">–</td></tr></tbody>'
+    )

@@ -458,16 +458,23 @@ def by_holder_and_category(
     return result
 
 
-def holder_names(allocation_ids) -> dict[int, str]:
-    """Holder names, as Allocation.holder_name gives them, in one small query (cheaper than
-    grouping the day rollups by the holders' name columns)."""
+def _holders(ids):
     from labgov.funding.models import Allocation
 
-    holders = {}
-    rows = Allocation.objects.filter(pk__in=allocation_ids).values_list(
+    return Allocation.objects.filter(pk__any_of=ids).values_list(
         "pk", "project_name", "user__username", "user__first_name", "user__last_name"
     )
-    for allocation_id, project, username, first, last in rows:
+
+
+# Read on every request of a lab's page: compiled once per process (core/compiled.py).
+_HOLDERS = CompiledValues(_holders)
+
+
+def holder_names(allocation_ids: set[int]) -> dict[int, str]:
+    """Holder names, as Allocation.holder_name gives them, in one small query (cheaper than
+    grouping the day rollups by the holders' name columns)."""
+    holders = {}
+    for allocation_id, project, username, first, last in _HOLDERS.rows(ids=allocation_ids):
         holders[allocation_id] = holder_label(project, username, first, last)
     return holders
 

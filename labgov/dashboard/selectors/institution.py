@@ -217,16 +217,21 @@ def pivot_table(
     """Rows of labels with one money column per month and a total; extra rows (such as the
     unattributed spend) carry their month values and get their total here."""
     rows = []
+    nothing = [ZERO] * (len(months) + 1)  # a row with no spend in the range
     for labels, amounts in items:
-        values = [amounts.get(m, ZERO) for m in months]
-        rows.append(Row([*labels, *values, sum(values, ZERO)]))
+        if amounts:
+            values = [amounts.get(m, ZERO) for m in months]
+            rows.append(Row([*labels, *values, sum(values, ZERO)]))
+        else:
+            rows.append(Row([*labels, *nothing]))
     for extra in extra_rows:
         values = extra.cells[len(label_columns) :]
         total = sum(values, ZERO)
         if total:
             rows.append(Row([*extra.cells, total], pinned=True))
     n = len(label_columns)
-    column_totals = [sum((r.cells[n + i] for r in rows), ZERO) for i in range(len(months) + 1)]
+    by_column = zip(*(r.cells[n:] for r in rows), strict=True) if rows else [()] * len(nothing)
+    column_totals = [sum(column, ZERO) for column in by_column]
     return Table(
         name,
         title,

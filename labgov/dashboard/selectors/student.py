@@ -9,13 +9,14 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import BooleanField, Case, Q, Sum, Value, When
 
-from labgov.accounts.models import today_utc
+from labgov.accounts.models import User, today_utc
 from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO, grouped_sums
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
 from labgov.dashboard.selectors.common import (
     PALETTE,
+    RESOURCE_FIELDS,
     DailySums,
     daily_rate_now,
     days,
@@ -33,7 +34,7 @@ from labgov.dashboard.tables import (
     Table,
     share_percent,
 )
-from labgov.funding.models import Allocation
+from labgov.funding.models import Allocation, FundingSource
 from labgov.runpod.models import Resource
 from labgov.runpod.pricing import resource_storage_monthly_usd
 from labgov.runpod.types import PodStatus
@@ -87,6 +88,57 @@ _MY_ALLOCATIONS = CompiledValues(_my_allocations)
 _BURNS = DailySums(lambda user_id: Q(allocation__user_id=user_id), ["allocation_id"])
 
 
+def _model_order(model, columns) -> tuple[str, ...]:
+    # Model.from_db takes a subset of the columns in the model's own order.
+    return tuple(f.attname for f in model._meta.concrete_fields if f.attname in columns)
+
+
+# The person's resources as resources_shown reads them, compiled once per process
+# (core/compiled.py): the resource's own columns, then its allocation's, person's and funding
+# source's, from which my_resources makes the models select_related would.
+_OWN_COLUMNS = _model_order(
+    Resource,
+    {"id", "current_allocation_id", *RESOURCE_FIELDS[: RESOURCE_FIELDS.index("gone_at") + 1]},
+)
+_ALLOCATION_COLUMNS = _model_order(
+    Allocation, {"id", "user_id", "funding_source_id", "project_name"}
+)
+_USER_COLUMNS = _model_order(User, {"id", "username", "first_name", "last_name"})
+_SOURCE_COLUMNS = _model_order(FundingSource, {"id", "name", "lab_id"})
+_MY_RESOURCES = CompiledValues(
+    lambda user_id: (
+        resources_shown(Q(current_allocation__user_id=user_id))
+        .order_by("kind", "name", "pk")
+        .values_list(
+            *_OWN_COLUMNS,
+            *[f"current_allocation__{c}" for c in _ALLOCATION_COLUMNS],
+            *[f"current_allocation__user__{c}" for c in _USER_COLUMNS],
+            *[f"current_allocation__funding_source__{c}" for c in _SOURCE_COLUMNS],
+        )
+    )
+)
+
+
+def my_resources(user_id: int) -> list[Resource]:
+    """resources_shown of the person's own allocations, by kind, name and id: the same models
+    with the same columns loaded (and the others deferred)."""
+    if connection.vendor != "postgresql":
+        return list(
+            resources_shown(Q(current_allocation__user_id=user_id)).order_by("kind", "name", "pk")
+        )
+    db = connection.alias
+    own, a, u = len(_OWN_COLUMNS), len(_ALLOCATION_COLUMNS), len(_USER_COLUMNS)
+    resources = []
+    for row in _MY_RESOURCES.rows(user_id=user_id):
+        allocation = Allocation.from_db(db, _ALLOCATION_COLUMNS, row[own : own + a])
+        allocation.user = User.from_db(db, _USER_COLUMNS, row[own + a : own + a + u])
+        allocation.funding_source = FundingSource.from_db(db, _SOURCE_COLUMNS, row[own + a + u :])
+        resource = Resource.from_db(db, _OWN_COLUMNS, row[:own])
+        resource.current_allocation = allocation
+        resources.append(resource)
+    return resources
+
+
 @dataclass
 class StudentDashboard:
     today: dt.date
@@ -110,9 +162,7 @@ def student_dashboard(user, params) -> StudentDashboard:
     )
     allocations = [MyAllocation(*row) for row in _MY_ALLOCATIONS.rows(user_id=user.pk)]
     burns = _BURNS.burn(today, user_id=user.pk) if allocations else {}
-    resources = list(
-        resources_shown(Q(current_allocation__user=user)).order_by("kind", "name", "pk")
-    )
+    resources = my_resources(user.pk)
     labs = sorted(
         {(a.lab_id, a.lab_name) for a in allocations},
         key=lambda lab: lab[1],
