@@ -21,13 +21,13 @@ request wrk sends is read back from gunicorn's access log (all must be 200: a se
 lapsed would answer 302 to the login page, which wrk counts as a success).
 """
 
-import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
+
+import procs  # bench/: run by load_bench.py, whose folder is on the path
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = "1.1.10"
@@ -160,12 +160,7 @@ class Server:
         return self
 
     def __exit__(self, *exc):
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=5)
+        procs.stop_group(self.process)
 
     def statuses(self, path: str) -> dict[str, int]:
         """How many requests of `path` (with its query) ColdFront answered with each status."""

@@ -25,6 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import procs  # noqa: E402 - CPU from /proc, shared by the benchmarks
+
 ROOT = Path(__file__).resolve().parent.parent
 DB = "labgov_h27i_focusbench"
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -150,11 +153,11 @@ def _measure(path: str, account_id: int) -> dict:
     connection.ensure_connection()
     backend = connection.connection.info.backend_pid
     with time_machine.travel(dt.datetime(2026, 11, 10, tzinfo=dt.UTC)):
-        started, client, server = time.perf_counter(), _cpu_self(), _cpu_backend(backend)
+        started, client, server = time.perf_counter(), _cpu_self(), procs.process_cpu(backend)
         with open(path, "rb") as stream:
             result = focus_import(actor=admin, account=account, stream=stream, file_name="bench")
         seconds = time.perf_counter() - started
-        client, server = _cpu_self() - client, _cpu_backend(backend) - server
+        client, server = _cpu_self() - client, procs.process_cpu(backend) - server
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows = result.file.rows
     return {
@@ -175,15 +178,6 @@ def _measure(path: str, account_id: int) -> dict:
 def _cpu_self() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _cpu_backend(pid: int) -> float:
-    """The PostgreSQL backend's CPU seconds (it runs on this machine: 127.0.0.1)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

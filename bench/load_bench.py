@@ -33,7 +33,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -45,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 import coldfront  # noqa: E402 - ColdFront beside labgov, for --coldfront
 import dashboard_bench  # noqa: E402 - the builder this benchmark shares
+import procs  # noqa: E402
 
 DB = "labgov_loadbench"
 VENV_BIN = Path(sys.executable).parent
@@ -127,12 +127,7 @@ class Gunicorn:
         return self
 
     def __exit__(self, *exc):
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=5)
+        procs.stop_group(self.process)
 
 
 def _wait_ready(base: str, deadline: float) -> None:
@@ -193,29 +188,11 @@ def _wrk(url: str, cookie: str, seconds: int, connections: int) -> dict:
     }
 
 
-def _process_group_cpu(group: int) -> float:
-    """CPU seconds (user and system) used so far by the live processes of a process group:
-    the server's master and workers, which live through a wrk run. On a shared machine this
-    is the figure that other load does not inflate much (wall-clock rates it does)."""
-    ticks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # from the state on (proc(5), field 3)
-        if int(fields[2]) == group:
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def _measured(url: str, cookie: str, args, group: int) -> dict:
     """wrk on one page, with the load average around it and the server's CPU per request."""
-    load_before, cpu_before = os.getloadavg(), _process_group_cpu(group)
+    load_before, cpu_before = os.getloadavg(), procs.process_group_cpu(group)
     figures = _wrk(url, cookie, args.seconds, args.connections)
-    cpu = _process_group_cpu(group) - cpu_before
+    cpu = procs.process_group_cpu(group) - cpu_before
     figures["server_cpu_s"] = round(cpu, 2)
     figures["server_cpu_ms_per_request"] = round(1000 * cpu / max(figures["requests"], 1), 2)
     figures["load_average"] = [round(x, 2) for x in os.getloadavg()]

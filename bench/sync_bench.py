@@ -35,6 +35,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import procs  # noqa: E402 - CPU from /proc, shared by the benchmarks
+
 ROOT = Path(__file__).resolve().parent.parent
 DB = "labgov_bench"
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -117,17 +120,6 @@ def main() -> None:
     (out / f"sync-{time.strftime('%Y%m%dT%H%M%S')}.json").write_text(json.dumps(result, indent=2))
 
 
-def _process_cpu(pid: int | None) -> float:
-    """CPU seconds (user and system) a process on this machine has used, 0 when it is gone."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class StepClock:
     """Wraps functions the sync calls by name and adds up, per step: calls, wall seconds, CPU
     seconds of the calling thread, and CPU seconds of that thread's PostgreSQL backend."""
@@ -152,7 +144,7 @@ class StepClock:
         @functools.wraps(function)
         def timed(*args, **kwargs):
             backend = self._backend()
-            backend_before = _process_cpu(backend)
+            backend_before = procs.process_cpu(backend)
             wall, cpu = time.perf_counter(), time.thread_time()
             try:
                 return function(*args, **kwargs)
@@ -161,7 +153,7 @@ class StepClock:
                 now_backend = self._backend()
                 if now_backend != backend:  # opened inside: its whole life is this step's
                     backend_before = 0.0
-                backend_cpu = _process_cpu(now_backend) - backend_before
+                backend_cpu = procs.process_cpu(now_backend) - backend_before
                 with self.lock:
                     figures = self.figures[step]
                     figures["calls"] += 1
@@ -215,7 +207,7 @@ def _run(port: int, simulator_pid: int) -> dict:
     backends = _BackendCpu()  # every PostgreSQL backend the sync's connections use
     backends.watch(connection)
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
-    simulator_before = _process_cpu(simulator_pid)
+    simulator_before = procs.process_cpu(simulator_pid)
     load_before = os.getloadavg()
     started = time.perf_counter()
     run = account_sync(account_id=account.pk)
@@ -225,7 +217,7 @@ def _run(port: int, simulator_pid: int) -> dict:
     sync_cpu = (usage_after.ru_utime - usage_before.ru_utime) + (
         usage_after.ru_stime - usage_before.ru_stime
     )
-    simulator_cpu = _process_cpu(simulator_pid) - simulator_before
+    simulator_cpu = procs.process_cpu(simulator_pid) - simulator_before
     load_after_sync = os.getloadavg()
     billing_steps = steps.report()  # the first sync's, before the routine one below
     rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -307,15 +299,6 @@ def _run(port: int, simulator_pid: int) -> dict:
     }
 
 
-def _cpu_backend(pid: int) -> float:
-    """A PostgreSQL backend's CPU seconds (it runs on this machine: 127.0.0.1)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class _BackendCpu:
     """The CPU seconds the PostgreSQL backends of this process's connections spend from now to
     stop(): the sync's writer threads open a connection per slice and close it after, so each
@@ -345,7 +328,7 @@ class _BackendCpu:
     def _opened(self, sender, connection, **kwargs) -> None:
         pid = connection.connection.info.backend_pid
         with self.lock:
-            self.started[pid] = _cpu_backend(pid)
+            self.started[pid] = procs.process_cpu(pid)
 
     def _closing(self, wrapper) -> None:
         if wrapper.connection is None or wrapper.connection.closed:
@@ -353,7 +336,7 @@ class _BackendCpu:
         pid = wrapper.connection.info.backend_pid
         with self.lock:
             if pid in self.started:
-                self.spent += _cpu_backend(pid) - self.started.pop(pid)
+                self.spent += procs.process_cpu(pid) - self.started.pop(pid)
 
     def stop(self) -> float:
         from django.db.backends.base.base import BaseDatabaseWrapper
@@ -363,7 +346,7 @@ class _BackendCpu:
         BaseDatabaseWrapper.close = self._close
         with self.lock:
             for pid, started in self.started.items():
-                self.spent += _cpu_backend(pid) - started
+                self.spent += procs.process_cpu(pid) - started
             self.started.clear()
             return self.spent
 
@@ -401,7 +384,7 @@ def _copy(raw, rows: list, *, partitioned: bool, same_table: bool = False) -> tu
             )
         raw.commit()
         backend = raw.info.backend_pid
-        cpu_before, backend_before = time.process_time(), _process_cpu(backend)
+        cpu_before, backend_before = time.process_time(), procs.process_cpu(backend)
         started = time.perf_counter()
         with cursor.copy(f"COPY bench_scratch ({COPY_COLUMNS}) FROM STDIN") as copy:
             for row in rows:
@@ -410,7 +393,7 @@ def _copy(raw, rows: list, *, partitioned: bool, same_table: bool = False) -> tu
         seconds = time.perf_counter() - started
         cpu = {
             "process": round(time.process_time() - cpu_before, 2),
-            "pg_backend": round(_process_cpu(backend) - backend_before, 2),
+            "pg_backend": round(procs.process_cpu(backend) - backend_before, 2),
         }
         cursor.execute("DROP TABLE bench_scratch")
         raw.commit()
