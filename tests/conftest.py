@@ -113,6 +113,9 @@ def _drop_billing_months() -> None:
 
 def _remember(built: World) -> None:
     _WORLD_IDS.update({name: getattr(built, name).pk for name in World.__dataclass_fields__})
+    # A world built again may get the same ids (a flush that reset the sequences), never the
+    # same rows: the copies the world fixture hands out are loaded anew.
+    _WORLD_LOADED.clear()
 
 
 @pytest.fixture(autouse=True)
