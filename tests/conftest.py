@@ -160,9 +160,39 @@ def _emptying_sql(original):
         deletes = " ".join(
             f"DELETE FROM {self.quote_name(table)};" for table in tables if table not in KEPT
         )
+        self.connection.labgov_flush_kept = KEPT
         return [f"SET LOCAL session_replication_role = replica; {deletes}"]
 
     return sql_flush
+
+
+def _post_flush_signal(original):
+    """The post_migrate signal a flush sends, without Django's receivers making the content
+    types and permissions again when the flush kept them (the DELETE flush above, KEPT):
+    they would find every one there, after comparing each app's models with the rows, about
+    a tenth of a second of one core per transactional test. labgov's receivers still run."""
+    from django.contrib.auth.management import create_permissions
+    from django.contrib.contenttypes.management import create_contenttypes
+    from django.db import connections
+    from django.db.models.signals import post_migrate
+
+    def emit(verbosity, interactive, db, **kwargs):
+        connection = connections[db]
+        if getattr(connection, "labgov_flush_kept", None) != KEPT:
+            return original(verbosity, interactive, db, **kwargs)
+        connection.labgov_flush_kept = None
+        post_migrate.disconnect(create_permissions, dispatch_uid=PERMISSIONS_UID)
+        post_migrate.disconnect(create_contenttypes)
+        try:
+            return original(verbosity, interactive, db, **kwargs)
+        finally:
+            post_migrate.connect(create_contenttypes)
+            post_migrate.connect(create_permissions, dispatch_uid=PERMISSIONS_UID)
+
+    return emit
+
+
+PERMISSIONS_UID = "django.contrib.auth.management.create_permissions"  # auth's AppConfig.ready
 
 
 # What the post_migrate signal after a flush would make again, just as it was: kept, it finds
@@ -177,9 +207,11 @@ def _superuser(connection) -> bool:
 
 
 def pytest_configure(config):
+    from django.core.management.commands import flush
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     DatabaseOperations.sql_flush = _emptying_sql(DatabaseOperations.sql_flush)
+    flush.emit_post_migrate_signal = _post_flush_signal(flush.emit_post_migrate_signal)
     fixtures_db.install()  # test databases cloned from one migrated template
 
 
