@@ -32,7 +32,11 @@ LABGOV_WEBHOOK_HTTP_HOSTS = ["127.0.0.1", "localhost", "::1"]
 # The simulator listens on this machine (tests of the production rule override it).
 LABGOV_RUNPOD_HOSTS = ["127.0.0.1", "localhost", "::1"]
 
-# Export files go to a directory of this test run, never the project's var/.
+# Export files go to a directory of this test process, never the project's var/, removed when
+# the process ends (each worker and subprocess made one and left it in /tmp).
+import atexit  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
 LABGOV_EXPORT_DIR = Path(tempfile.mkdtemp(prefix="labgov-test-exports-"))  # noqa: F405
+atexit.register(shutil.rmtree, LABGOV_EXPORT_DIR, ignore_errors=True)
