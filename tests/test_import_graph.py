@@ -190,3 +190,30 @@ def test_the_check_sees_late_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from labgov.provisioning.services import x\n")
     assert "labgov.provisioning.services" in _imports(module)
+
+
+def test_loading_the_simulator_app_imports_none_of_the_simulator():
+    """Django imports labgov/simulator/__init__.py for the app in every process (web, worker,
+    beat, each command); the server and the schema validation it loads (jsonschema) come with
+    the first name asked of the package, not before."""
+    import labgov.simulator
+    from labgov.simulator.server import SimulatorServer
+
+    top_level = ast.parse((LABGOV / "simulator" / "__init__.py").read_text()).body
+    eager = [
+        node
+        for node in top_level
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(name.startswith("labgov") for name in _imports_of(node))
+    ]
+    assert eager == []
+    assert labgov.simulator.SimulatorServer is SimulatorServer
+    assert set(labgov.simulator.__all__) <= set(dir(labgov.simulator))
+    with pytest.raises(AttributeError):
+        labgov.simulator.NoSuchName  # noqa: B018
+
+
+def _imports_of(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    return [alias.name for alias in node.names]

@@ -1,6 +1,7 @@
 """Production static files: `collectstatic` with the manifest storage production uses (DEBUG=0)
 must succeed for every file, and pages must then answer with the hashed names. The web unit's
-collectstatic runs once per test run (tests/fixtures_static.py, which fails when it does)."""
+collectstatic runs once for the files it reads (tests/fixtures_static.py keeps its output
+under their digest, and fails the run when it fails)."""
 
 import re
 from pathlib import Path
@@ -39,3 +40,21 @@ def test_collectstatic_with_the_production_storage_then_pages_answer(
     assert login.status_code == 200
     # The page links the hashed name from the manifest, not the source name.
     assert re.search(rb'href="/static/css/labgov\.[0-9a-f]{12}\.css"', login.content)
+
+
+def test_the_kept_collected_files_are_collected_again_when_a_static_file_changes(
+    settings, tmp_path
+):
+    """The run keeps collectstatic's output under a digest of what it reads
+    (tests/fixtures_static.py): a changed or an added static file gives another digest."""
+    from tests.fixtures_static import static_digest
+
+    (tmp_path / "extra.css").write_text("a {}")
+    settings.STATICFILES_DIRS = [*settings.STATICFILES_DIRS, tmp_path]
+    before = static_digest()
+    assert static_digest() == before
+    (tmp_path / "extra.css").write_text("b {}")
+    changed = static_digest()
+    (tmp_path / "other.css").write_text("")
+    added = static_digest()
+    assert len({before, changed, added}) == 3

@@ -24,7 +24,7 @@ def test_the_production_stack_starts_answers_through_nginx_and_stops(db, request
         pytest.skip("needs PostgreSQL and Redis (make test sets them up when they answer)")
     # The script creates and drops a database of its own next to the test database, and uses
     # a queue of its own in the test run's Redis database. The web unit's collectstatic ran
-    # once for the whole test run (tests/fixtures_static.py); the script copies its output.
+    # once for the files it reads (tests/fixtures_static.py); the script copies its output.
     static = request.getfixturevalue("production_static")
     env = {
         **os.environ,
