@@ -135,6 +135,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django turns psycopg's prepared statements off. Its own queries bind client-side and
+    # are never prepared anyway; the pages' hot compiled queries (core/compiled.py) are.
+    # DATABASE_PREPARED=0 turns that off, for a pooler that cannot keep them.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "prepare_threshold", 5 if env_bool("DATABASE_PREPARED", True) else None
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The cache every process shares: sessions (below) and the login throttle. Without
