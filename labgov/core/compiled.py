@@ -126,8 +126,11 @@ def _prepared_cursor(connection):
         return connection.cursor()
 
     class Prepared(ServerBindingCursor):
-        def execute(self, query, params=None, **kwargs):
-            return super().execute(query, params, prepare=True)
+        def _maybe_prepare_gen(self, pgq, *, prepare=None, binary=None):
+            # psycopg keeps the query Django logs (connection.queries, CaptureQueriesContext)
+            # only for statements it does not prepare: the one that ran, with $1… in it.
+            self._query = pgq
+            return super()._maybe_prepare_gen(pgq, prepare=True, binary=binary)
 
     with connection.wrap_database_errors:
         raw = Prepared(connection.connection)

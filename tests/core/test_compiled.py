@@ -177,6 +177,7 @@ def test_compiled_queries_are_prepared_once_per_connection_and_still_counted(pos
         assert compiled.rows(user_id=user.pk) == [(user.pk,)]
         assert compiled.rows(user_id=user.pk + 1) == []
     assert len(queries) == 2  # counted as any query (the pages' pinned counts)
+    assert all('FROM "accounts_user"' in q["sql"] for q in queries.captured_queries)  # logged
     new = [sql for sql in prepared() if sql not in before]
     assert len(new) == 1 and '"accounts_user"."id" = $1' in new[0]  # one statement, two runs
 
