@@ -212,7 +212,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses logins while locked out
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, reading the signed-in person with a compiled query.
+    "labgov.accounts.backends.PasswordBackend",
     # Institutional sign-in (OpenID Connect); answers only when LABGOV_OIDC_CLIENT_ID is set.
     "labgov.accounts.oidc.InstitutionOIDCBackend",
 ]
