@@ -197,3 +197,16 @@ def test_compiled_queries_run_unprepared_when_prepared_statements_are_off(postgr
             assert cursor.fetchone() == (before,)
     finally:
         connection.connection.prepare_threshold = threshold
+
+
+def test_a_query_over_a_range_of_days_is_planned_for_its_days(postgres):
+    """Not prepared: a generic plan, the same for any range, reads more rollups than one
+    made for the dates given."""
+    user = UserFactory()
+    compiled = CompiledValues(_roles)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        (before,) = cursor.fetchone()
+        assert compiled.rows(user_id=user.pk, day=SINCE) == []
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (before,)
