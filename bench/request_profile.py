@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import procs  # noqa: E402
 
 # Parts of a request, by the function cProfile names (file fragment, function name).
 PARTS = {
@@ -130,7 +132,13 @@ def main() -> None:
         client.force_login(user)
         for _ in range(10):  # warm: templates compiled, connections open
             assert client.get(path, secure=True).status_code == 200
+        from django.db import connection
+
+        with connection.cursor() as cursor:  # this connection's PostgreSQL backend
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = cursor.fetchone()[0]
         cpu, wall = [], []
+        backend_cpu = procs.process_cpu(backend)
         profiler = cProfile.Profile(time.process_time)  # CPU time: load weighs on it least
         for _ in range(args.requests):
             c0, w0 = time.process_time(), time.perf_counter()
@@ -138,6 +146,7 @@ def main() -> None:
             cpu.append((time.process_time() - c0) * 1000)
             wall.append((time.perf_counter() - w0) * 1000)
             assert response.status_code == 200
+        backend_ms = (procs.process_cpu(backend) - backend_cpu) * 1000 / args.requests
         for _ in range(args.requests):
             profiler.enable()
             client.get(path, secure=True)
@@ -152,11 +161,15 @@ def main() -> None:
         results[page] = {
             "cpu_ms_median": round(statistics.median(cpu), 2),
             "wall_ms_median": round(statistics.median(wall), 2),
+            "cpu_ms_mean": round(statistics.fmean(cpu), 2),
+            "postgresql_backend_cpu_ms_mean": round(backend_ms, 2),
             "parts_ms_per_request_profiled": _part_times(stats, args.requests),
         }
         print(
             f"\n== {page}: CPU {results[page]['cpu_ms_median']} ms, wall "
-            f"{results[page]['wall_ms_median']} ms per request (median of {args.requests})"
+            f"{results[page]['wall_ms_median']} ms per request (median of {args.requests}); "
+            f"mean CPU {results[page]['cpu_ms_mean']} ms here and "
+            f"{results[page]['postgresql_backend_cpu_ms_mean']} ms in PostgreSQL's backend"
         )
         for name, ms in results[page]["parts_ms_per_request_profiled"].items():
             print(f"   {name:<32}{ms:>8.2f} ms")

@@ -135,6 +135,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django turns psycopg's prepared statements off. Its own queries bind client-side and
+    # are never prepared anyway; the pages' hot compiled queries (core/compiled.py) are.
+    # DATABASE_PREPARED=0 turns that off, for a pooler that cannot keep them.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "prepare_threshold", 5 if env_bool("DATABASE_PREPARED", True) else None
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The cache every process shares: sessions (below) and the login throttle. Without
@@ -205,7 +212,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses logins while locked out
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, reading the signed-in person with a compiled query.
+    "labgov.accounts.backends.PasswordBackend",
     # Institutional sign-in (OpenID Connect); answers only when LABGOV_OIDC_CLIENT_ID is set.
     "labgov.accounts.oidc.InstitutionOIDCBackend",
 ]

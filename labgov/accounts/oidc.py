@@ -31,6 +31,7 @@ from mozilla_django_oidc.views import (
 )
 
 from labgov.accounts.access import forget_scope
+from labgov.accounts.backends import active_user
 from labgov.accounts.models import ExternalIdentity, Institution, Lab, Membership, Role, User
 from labgov.accounts.usernames import ascii_username, free_username
 from labgov.audit.services import audit_record
@@ -53,7 +54,7 @@ class InstitutionOIDCBackend(OIDCAuthenticationBackend):
         return super().authenticate(request, **kwargs)
 
     def get_user(self, user_id):
-        return User.objects.filter(pk=user_id, is_active=True).first()
+        return active_user(user_id)
 
     def retrieve_matching_jwk(self, token):
         """The provider's key that signed `token`: the one its `kid` names, or, for a token

@@ -106,6 +106,35 @@ class CompiledValues:
         for i, name in slots.items():
             value = values[name]
             params[i] = list(value) if isinstance(value, tuple | set | frozenset) else value
-        with connection.cursor() as cursor:
+        # A range of days is planned for its days: a generic plan, made once for any range,
+        # read a lab's 30 days of rollups at 1.3-1.6x the CPU of a plan for those dates.
+        dated = any(isinstance(v, dt.date) for v in values.values())
+        with connection.cursor() if dated else _prepared_cursor(connection) as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
+
+
+def _prepared_cursor(connection):
+    """A cursor whose queries PostgreSQL keeps prepared on the connection (parsed and, once
+    a generic plan is found as cheap, planned once): PostgreSQL planned the small compiled
+    queries on every request, at about what running them costs. Server-side
+    binding, as psycopg prepares only that; still Django's wrapper, so the queries are
+    counted, logged and seen by the execute wrappers like any other. Django's own cursor
+    when prepared statements are off (DATABASES OPTIONS prepare_threshold None, for a
+    pooler that cannot keep them)."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    connection.ensure_connection()
+    if connection.connection.prepare_threshold is None:
+        return connection.cursor()
+
+    class Prepared(ServerBindingCursor):
+        def _maybe_prepare_gen(self, pgq, *, prepare=None, binary=None):
+            # psycopg keeps the query Django logs (connection.queries, CaptureQueriesContext)
+            # only for statements it does not prepare: the one that ran, with $1… in it.
+            self._query = pgq
+            return super()._maybe_prepare_gen(pgq, prepare=True, binary=binary)
+
+    with connection.wrap_database_errors:
+        raw = Prepared(connection.connection)
+    return connection._prepare_cursor(raw)

@@ -159,3 +159,54 @@ def test_any_of_selects_what_in_does_and_compiles_once_for_every_number_of_ids()
         assert len(built) == 2  # the stand-ins' two compilations, then only its SQL
         (sql, _, _) = compiled._compiled["default:ids"]
         assert "= ANY(%s)" in sql
+
+
+def test_compiled_queries_are_prepared_once_per_connection_and_still_counted(postgres):
+    from django.test.utils import CaptureQueriesContext
+
+    user = UserFactory()
+    compiled = CompiledValues(lambda user_id: User.objects.filter(pk=user_id).values_list("pk"))
+
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            return [row[0] for row in cursor.fetchall()]
+
+    before = prepared()
+    with CaptureQueriesContext(connection) as queries:
+        assert compiled.rows(user_id=user.pk) == [(user.pk,)]
+        assert compiled.rows(user_id=user.pk + 1) == []
+    assert len(queries) == 2  # counted as any query (the pages' pinned counts)
+    assert all('FROM "accounts_user"' in q["sql"] for q in queries.captured_queries)  # logged
+    new = [sql for sql in prepared() if sql not in before]
+    assert len(new) == 1 and '"accounts_user"."id" = $1' in new[0]  # one statement, two runs
+
+
+def test_compiled_queries_run_unprepared_when_prepared_statements_are_off(postgres):
+    user = UserFactory()
+    compiled = CompiledValues(lambda user_id: User.objects.filter(pk=user_id).values_list("pk"))
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = None  # DATABASE_PREPARED=0
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            (before,) = cursor.fetchone()
+            assert compiled.rows(user_id=user.pk) == [(user.pk,)]
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            assert cursor.fetchone() == (before,)
+    finally:
+        connection.connection.prepare_threshold = threshold
+
+
+def test_a_query_over_a_range_of_days_is_planned_for_its_days(postgres):
+    """Not prepared: a generic plan, the same for any range, reads more rollups than one
+    made for the dates given."""
+    user = UserFactory()
+    compiled = CompiledValues(_roles)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        (before,) = cursor.fetchone()
+        assert compiled.rows(user_id=user.pk, day=SINCE) == []
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (before,)
