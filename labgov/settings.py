@@ -136,11 +136,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Django turns psycopg's prepared statements off. Its own queries bind client-side and
-    # are never prepared anyway; the pages' hot compiled queries (core/compiled.py) are.
-    # DATABASE_PREPARED=0 turns that off, for a pooler that cannot keep them.
+    # Django turns psycopg's prepared statements off. The pages' hot compiled queries
+    # (core/compiled.py) ask for theirs; psycopg would also prepare any other query bound on
+    # the server (the sync's and the FOCUS import's bodies) run this many times on one
+    # connection, so the threshold is out of reach. DATABASE_PREPARED=0 turns it all off,
+    # for a pooler that cannot keep prepared statements.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-        "prepare_threshold", 5 if env_bool("DATABASE_PREPARED", True) else None
+        "prepare_threshold", 2**31 - 1 if env_bool("DATABASE_PREPARED", True) else None
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -16,6 +16,7 @@ whose adapters turn dates into text) the queryset is built and run each time, as
 """
 
 import datetime as dt
+import functools
 import threading
 from collections.abc import Callable
 
@@ -122,11 +123,19 @@ def _prepared_cursor(connection):
     counted, logged and seen by the execute wrappers like any other. Django's own cursor
     when prepared statements are off (DATABASES OPTIONS prepare_threshold None, for a
     pooler that cannot keep them)."""
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
     connection.ensure_connection()
     if connection.connection.prepare_threshold is None:
         return connection.cursor()
+    with connection.wrap_database_errors:
+        raw = _prepared_cursor_class()(connection.connection)
+    return connection._prepare_cursor(raw)
+
+
+@functools.cache
+def _prepared_cursor_class():
+    """Made once, on first use: its base is PostgreSQL's (psycopg), which a SQLite install
+    need not import."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
 
     class Prepared(ServerBindingCursor):
         def _maybe_prepare_gen(self, pgq, *, prepare=None, binary=None):
@@ -135,6 +144,4 @@ def _prepared_cursor(connection):
             self._query = pgq
             return super()._maybe_prepare_gen(pgq, prepare=True, binary=binary)
 
-    with connection.wrap_database_errors:
-        raw = Prepared(connection.connection)
-    return connection._prepare_cursor(raw)
+    return Prepared

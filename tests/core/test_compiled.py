@@ -210,3 +210,20 @@ def test_a_query_over_a_range_of_days_is_planned_for_its_days(postgres):
         assert compiled.rows(user_id=user.pk, day=SINCE) == []
         cursor.execute("SELECT count(*) FROM pg_prepared_statements")
         assert cursor.fetchone() == (before,)
+
+
+def test_only_the_compiled_queries_are_prepared_not_other_queries_bound_on_the_server(postgres):
+    """The sync and the FOCUS import send their bodies through psycopg's own cursor (bound on
+    the server): run as often as a sync runs them, they stay unprepared."""
+    import psycopg
+
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        (before,) = cursor.fetchone()
+    with psycopg.Cursor(connection.connection) as raw:
+        for n in range(50):
+            raw.execute("SELECT %(n)s::int + 1", {"n": n})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (before,)
