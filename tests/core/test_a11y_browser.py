@@ -338,7 +338,7 @@ def playwright_browser(_module_db):
     if not os.path.exists(CHROMIUM):
         if os.environ.get("LABGOV_REQUIRE_SERVICES") == "1":
             pytest.fail("LABGOV_REQUIRE_SERVICES=1 but Debian's Chromium is not installed")
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+        pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM}")
     from django.db import connections
     from playwright.sync_api import sync_playwright
 
