@@ -315,7 +315,9 @@ def _pg_upsert(account, kind: BillingKind, body: bytes, *, window=None) -> int:
         fresh = window is not None and not _window_holds_records(
             cursor, account, resource_kind, window
         )
-        count, unseen = _pg_write(cursor, kind, params, upsert=not fresh)
+        count, unseen = _pg_write(
+            cursor, kind, params, upsert=not fresh, expected=_stated_count(body, kind)
+        )
         dataversion.wrote()  # this cursor is psycopg's own: Django's wrapper does not see it
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
@@ -331,15 +333,90 @@ def _pg_upsert(account, kind: BillingKind, body: bytes, *, window=None) -> int:
     return count
 
 
-def _pg_write(cursor, kind: BillingKind, params: dict, *, upsert: bool):
+_METADATA = b'"metadata"'
+
+
+def _stated_count(body: bytes, kind: BillingKind) -> int | None:
+    """The body's metadata.recordCount (None when it states none), as the parser checks it
+    (parsing._billing_items): a count that disagrees with the records means a cut or mangled
+    answer, and money must not be summed from it on this path either.
+
+    Read without parsing the records in Python (the database reads them): the document's
+    metadata is its last key (`…], "metadata": {…}}`, as the simulator sends it) or its first
+    (`{"metadata": {…}, …`), decoded where it stands; a body laid out otherwise is parsed
+    whole. A `"metadata"` inside a string cannot match: its quotes would be escaped there."""
+    # The document's last key: `"metadata"` after a comma, its value closing the document.
+    last = body.rfind(_METADATA)
+    before = last - 1
+    while before > 0 and body[before] in b" \t\r\n":
+        before -= 1
+    if last != -1 and body[before : before + 1] == b",":
+        found = _value_after(body, last, ends_with="}")
+        if found is not _NOT_HERE:
+            return _record_count(found, kind)
+    # Or its first key: right after the document's opening brace, a comma after its value.
+    first = body.find(_METADATA)
+    if first != -1 and first < 1024 and body[:first].strip() == b"{":
+        found = _value_after(body, first, ends_with=",")
+        if found is not _NOT_HERE:
+            return _record_count(found, kind)
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None  # not JSON: the database's cast refuses it, naming the body
+    return _record_count(document.get("metadata") if isinstance(document, dict) else None, kind)
+
+
+_NOT_HERE = object()
+
+
+def _value_after(body: bytes, at: int, *, ends_with: str):
+    """The JSON value of the key at `at`, if what follows it starts with `ends_with`."""
+    tail = body[at + len(_METADATA) :].decode(errors="replace").lstrip()
+    if not tail.startswith(":"):
+        return _NOT_HERE
+    tail = tail[1:].lstrip()
+    try:
+        value, end = json.JSONDecoder().raw_decode(tail)
+    except ValueError:
+        return _NOT_HERE
+    rest = tail[end:].lstrip()
+    return value if rest.startswith(ends_with) and (ends_with != "}" or rest == "}") else _NOT_HERE
+
+
+def _record_count(metadata, kind: BillingKind) -> int | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise RunpodBadResponse(f"Runpod's {kind.value} billing records' metadata is no object.")
+    count = metadata.get("recordCount")
+    if count is None:
+        return None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise RunpodBadResponse(
+            f"Runpod's {kind.value} billing records state a record count that is not one "
+            f"({str(count)[:40]!r})."
+        )
+    return count
+
+
+def _pg_write(
+    cursor, kind: BillingKind, params: dict, *, upsert: bool, expected: int | None = None
+):
     """The body written by plain inserts or upserted; upserted after all when a plain insert
     meets a record that is there, and written again once its months exist when a record is
-    dated outside the months the sync prepared (partitions)."""
+    dated outside the months the sync prepared (partitions). `expected`: the record count the
+    body states, which the records it carries must match, or nothing of it is written."""
     month_made = False
     while True:
         try:
             return _pg_run(
-                cursor, _pg_statement(kind, upsert=upsert), params, kind, plain=not upsert
+                cursor,
+                _pg_statement(kind, upsert=upsert),
+                params,
+                kind,
+                plain=not upsert,
+                expected=expected,
             )
         except _Exists:
             upsert = True
@@ -353,7 +430,15 @@ def _pg_write(cursor, kind: BillingKind, params: dict, *, upsert: bool):
             month_made, upsert = True, True
 
 
-def _pg_run(cursor, statement: str, params: dict, kind: BillingKind, *, plain: bool = False):
+def _pg_run(
+    cursor,
+    statement: str,
+    params: dict,
+    kind: BillingKind,
+    *,
+    plain: bool = False,
+    expected: int | None = None,
+):
     import psycopg
 
     try:
@@ -361,6 +446,11 @@ def _pg_run(cursor, statement: str, params: dict, kind: BillingKind, *, plain: b
         with transaction.atomic():
             cursor.execute(statement, params)
             count, broken, unseen = cursor.fetchone()
+            if expected is not None and count != expected:
+                raise RunpodBadResponse(
+                    f"Runpod's {kind.value} billing records say there are {expected} records "
+                    f"but carry {count}: a cut or mangled answer, of which nothing is written."
+                )
             if broken:
                 raise RunpodBadResponse(
                     f"Runpod sent {broken} {kind.value} billing records without a resource id "

@@ -122,3 +122,70 @@ def test_a_record_from_outside_the_window_that_is_there_already_is_upserted(acco
     )
     assert count == 2
     assert _amounts() == {before: Decimal("0.3"), T0: Decimal("0.5")}
+
+
+def _stating(count, *records, layout="last") -> bytes:
+    """A body stating `count` records, its metadata the document's last key, its first, or
+    neither (the writer then reads the document whole)."""
+    metadata = {"query": {"bucketSize": "hour"}, "recordCount": count}
+    document = {
+        "last": {"records": list(records), "metadata": metadata},
+        "first": {"metadata": metadata, "records": list(records)},
+        "middle": {"records": list(records), "metadata": metadata, "next": None},
+    }[layout]
+    return json.dumps(document, indent=1 if layout == "last" else None).encode()
+
+
+SECOND = _record(startTime="2026-11-01T01:00:00Z", endTime="2026-11-01T02:00:00Z")
+
+
+@pytest.mark.parametrize("layout", ["last", "first", "middle"])
+@pytest.mark.parametrize("stated", [3, 1, 0])
+def test_a_body_whose_count_disagrees_with_its_records_writes_nothing(account, stated, layout):
+    """As the parser refuses it (parsing._billing_items): an answer saying it has 3 records
+    and carrying 2 was cut or mangled; none of its money is summed, whichever order its keys
+    come in."""
+    body = _stating(stated, _record(), SECOND, layout=layout)
+    with pytest.raises(RunpodBadResponse, match=f"say there are {stated} records but carry 2"):
+        _write(account, body)
+    assert not BillingRecord.objects.exists()
+
+
+def test_a_metadata_key_inside_a_record_is_not_the_documents(account):
+    """A record carrying a "metadata" of its own (a stranger's field, ignored) stated last
+    does not stand for the document's count: the document is read whole and its own count
+    (2) decides."""
+    tricky = {**SECOND, "metadata": {"recordCount": 1}}
+    body = json.dumps({"metadata": {"recordCount": 2}, "records": [_record(), tricky]}).encode()
+    count, _ = _write(account, body)
+    assert count == 2 and BillingRecord.objects.count() == 2
+    body = json.dumps({"metadata": {"recordCount": 1}, "records": [_record(), tricky]}).encode()
+    with pytest.raises(RunpodBadResponse, match="say there are 1 records but carry 2"):
+        _write(account, body)
+
+
+@pytest.mark.parametrize("count", ['"2"', "2.5", "-1", "true"])
+def test_a_count_that_is_not_one_is_refused(account, count):
+    body = (
+        b'{"records": ['
+        + json.dumps(_record()).encode()
+        + b', {"podId": "x"}], "metadata": {"recordCount": '
+        + count.encode()
+        + b"}}"
+    )
+    with pytest.raises(RunpodBadResponse, match="record count that is not one"):
+        _write(account, body)
+    assert not BillingRecord.objects.exists()
+
+
+@pytest.mark.parametrize("layout", ["last", "first", "middle"])
+def test_a_body_whose_count_agrees_is_written(account, layout):
+    assert _write(account, _stating(2, _record(), SECOND, layout=layout))[0] == 2
+
+
+def test_a_body_stating_no_count_is_written(account):
+    """The metadata is not needed: its absence is tolerated, as the parser tolerates it."""
+    body = json.dumps({"records": [_record(), SECOND]}).encode()
+    assert _write(account, body)[0] == 2
+    body = json.dumps({"records": [_record()], "metadata": {"query": {}}}).encode()
+    assert _write(account, body)[0] == 1
