@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from labgov.runpod.billing_store import SlicePayload, uses_bulk_sql, write_slice
+from labgov.runpod.billing_store import SlicePayload, _layout, uses_bulk_sql, write_slice
 from labgov.runpod.errors import RunpodBadResponse
 from labgov.runpod.models import BillingRecord, Resource
 from labgov.runpod.types import BillingKind
@@ -189,3 +189,42 @@ def test_a_body_stating_no_count_is_written(account):
     assert _write(account, body)[0] == 2
     body = json.dumps({"records": [_record()], "metadata": {"query": {}}}).encode()
     assert _write(account, body)[0] == 1
+
+
+def test_the_records_array_is_handed_over_by_its_bytes_when_laid_out_as_runpods():
+    """`{"records": […], "metadata": {…}}`, as Runpod and the simulator answer: PostgreSQL
+    gets the records array's bytes, not the whole body to find them in. Any other layout
+    (metadata first, a key between, no metadata) hands over the whole body."""
+    records = [_record(), SECOND]
+    body = json.dumps({"records": records, "metadata": {"recordCount": 2}}, indent=2).encode()
+    stated, array = _layout(body, BillingKind.POD)
+    assert stated == 2 and json.loads(array) == records
+    assert array.startswith(b"[") and array.endswith(b"]")
+    for layout in ("first", "middle"):
+        assert _layout(_stating(2, *records, layout=layout), BillingKind.POD) == (2, None)
+    assert _layout(json.dumps({"records": records}).encode(), BillingKind.POD) == (None, None)
+
+
+def test_a_key_between_the_records_and_the_metadata_is_read_as_the_records_key_says(account):
+    """The attack on the bytes between the two keys: an array after the records, under a key
+    of its own, with another record in it. Those bytes are no single JSON value, so the body
+    is read whole, by its "records" key: the smuggled record is not written, and the count
+    the metadata states (1) is checked against the records key's."""
+    smuggled = _record(podId="pod-smuggled", totalAmount="9", gpuAmount="9")
+    body = json.dumps(
+        {"records": [_record()], "more": [smuggled], "metadata": {"recordCount": 1}}
+    ).encode()
+    assert _layout(body, BillingKind.POD)[1] is not None  # the bytes were taken first
+    count, _ = _write(account, body)
+    assert count == 1
+    assert _amounts() == {T0: Decimal("0.5")}
+    assert not Resource.objects.filter(runpod_id="pod-smuggled").exists()
+
+
+def test_a_bad_record_is_refused_whichever_way_the_body_is_read(account):
+    """A record the statement cannot read, in a body laid out as Runpod's: refused in words
+    after the whole body is read too, nothing written."""
+    body = _stating(2, _record(), _record(startTime="2026-11-01T01:00:00Z", totalAmount="lots"))
+    with pytest.raises(RunpodBadResponse, match="pod billing records"):
+        _write(account, body)
+    assert not BillingRecord.objects.exists()
