@@ -387,15 +387,16 @@ def _layout(body: bytes, kind: BillingKind) -> tuple[int | None, bytes | None]:
     while before > 0 and body[before] in b" \t\r\n":
         before -= 1
     if last != -1 and body[before : before + 1] == b",":
-        found = _value_after(body, last, ends_with="}")
-        if found is not _NOT_HERE:
-            return _record_count(found, kind), _records_before(body, before)
-    # Or its first key: right after the document's opening brace, a comma after its value.
-    first = body.find(_METADATA)
-    if first != -1 and first < 1024 and body[:first].strip() == b"{":
-        found = _value_after(body, first, ends_with=",")
-        if found is not _NOT_HERE:
-            return _record_count(found, kind), None
+        found = _value_after(body[last:])
+        if found is not None and found[1].strip() == "}":
+            return _record_count(found[0], kind), _records_before(body, before)
+    # Or its first key: right after the document's opening brace, a comma after its value
+    # (read from the body's first 64 KiB: a metadata object is a few hundred bytes).
+    first = body.find(_METADATA, 0, 1024)
+    if first != -1 and body[:first].strip() == b"{":
+        found = _value_after(body[first : first + 65536])
+        if found is not None and found[1].lstrip().startswith(","):
+            return _record_count(found[0], kind), None
     try:
         document = json.loads(body)
     except ValueError:
@@ -422,21 +423,18 @@ def _records_before(body: bytes, comma: int) -> bytes | None:
     return body[start.end() : end]
 
 
-_NOT_HERE = object()
-
-
-def _value_after(body: bytes, at: int, *, ends_with: str):
-    """The JSON value of the key at `at`, if what follows it starts with `ends_with`."""
-    tail = body[at + len(_METADATA) :].decode(errors="replace").lstrip()
+def _value_after(key: bytes) -> tuple[object, str] | None:
+    """The JSON value after `key` (bytes starting with `"metadata"`) and the text after that
+    value, or None when no whole value follows a colon there."""
+    tail = key[len(_METADATA) :].decode(errors="replace").lstrip()
     if not tail.startswith(":"):
-        return _NOT_HERE
+        return None
     tail = tail[1:].lstrip()
     try:
         value, end = json.JSONDecoder().raw_decode(tail)
     except ValueError:
-        return _NOT_HERE
-    rest = tail[end:].lstrip()
-    return value if rest.startswith(ends_with) and (ends_with != "}" or rest == "}") else _NOT_HERE
+        return None
+    return value, tail[end:]
 
 
 def _record_count(metadata, kind: BillingKind) -> int | None:

@@ -200,6 +200,7 @@ def test_the_records_array_is_handed_over_by_its_bytes_when_laid_out_as_runpods(
     stated, array = _layout(body, BillingKind.POD)
     assert stated == 2 and json.loads(array) == records
     assert array.startswith(b"[") and array.endswith(b"]")
+    assert _layout(body + b"\r\n", BillingKind.POD) == (2, array)  # a body ending in a newline
     for layout in ("first", "middle"):
         assert _layout(_stating(2, *records, layout=layout), BillingKind.POD) == (2, None)
     assert _layout(json.dumps({"records": records}).encode(), BillingKind.POD) == (None, None)
