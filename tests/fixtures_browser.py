@@ -22,12 +22,17 @@ ARGS = [
 ]
 
 
-@pytest.fixture
-def browser(monkeypatch):
+def require_chromium() -> None:
+    """Skip the test where no Chromium is installed, fail it where CI requires one."""
     if not os.path.exists(CHROMIUM):
         if os.environ.get("LABGOV_REQUIRE_SERVICES") == "1":
             pytest.fail("LABGOV_REQUIRE_SERVICES=1 but Debian's Chromium is not installed")
         pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM}")
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    require_chromium()
     from django.db import connections
     from playwright.sync_api import sync_playwright
 

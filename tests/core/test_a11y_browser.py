@@ -27,7 +27,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
-from tests.fixtures_browser import ARGS, CHROMIUM
+from tests.fixtures_browser import ARGS, CHROMIUM, require_chromium
 from tests.provisioning.conftest import empty_append_only
 
 # The tests read the module's committed demo (in a transaction each, rolled back at its end):
@@ -335,10 +335,7 @@ def _submitted_request(user, allocation):
 
 @pytest.fixture(scope="module")
 def playwright_browser(_module_db):
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("LABGOV_REQUIRE_SERVICES") == "1":
-            pytest.fail("LABGOV_REQUIRE_SERVICES=1 but Debian's Chromium is not installed")
-        pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM}")
+    require_chromium()
     from django.db import connections
     from playwright.sync_api import sync_playwright
 
