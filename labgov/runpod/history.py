@@ -9,8 +9,9 @@ through tables and alerts, so it reads "before 21 October 2026" and still sorts 
 
 import datetime as dt
 
-from django.db.models import Case, F, Min, OuterRef, Q, Subquery, When
+from django.db.models import Case, Min, OuterRef, Q, Subquery, When
 
+from labgov.core.compiled import CompiledValues
 from labgov.runpod.models import AccountBillingRecord, BillingRecord, Resource, ResourceKind
 from labgov.runpod.types import PodStatus
 
@@ -105,26 +106,50 @@ def volumes_last_used(institution_id: int) -> dict[tuple[int, str], dt.datetime]
     return last_used
 
 
-def with_stop_history(queryset):
-    """Annotate the stopped pods with a volume disk that labgov first saw already stopped with
-    what `stopped_at` needs: their last hour of compute before that first sighting (an index
-    range no longer than the history fetched before it), and the history's start. The
-    subqueries run for those rows only; a stop labgov saw happen needs no billing."""
-    unseen_stop = Q(
-        kind=ResourceKind.POD,
-        status=PodStatus.EXITED,
-        volume_disk_gb__gt=0,
-        status_changed_at__lte=F("first_seen_at"),
+def is_unseen_stop(kind, status, volume_disk_gb, status_changed_at, first_seen_at) -> bool:
+    """A stopped pod with a volume disk that labgov first saw already stopped (its status has
+    not changed since): when it stopped is in its billing, not in what labgov saw."""
+    return (
+        kind == ResourceKind.POD
+        and status == PodStatus.EXITED
+        and volume_disk_gb > 0
+        and status_changed_at is not None
+        and first_seen_at is not None
+        and status_changed_at <= first_seen_at
     )
+
+
+def _stop_history_query(ids):
     records = BillingRecord.objects.filter(
         COMPUTE_Q, resource=OuterRef("pk"), bucket_start__lt=OuterRef("first_seen_at")
     )
     last_compute = Subquery(records.order_by("-bucket_start").values("bucket_end")[:1])
-    return queryset.annotate(
-        last_compute_at=Case(When(unseen_stop, then=last_compute)),
-        first_billed_at=Case(When(unseen_stop, then=first_billed())),
-        history_from=Case(When(unseen_stop, then=history_start())),
+    return (
+        Resource.objects.filter(pk__any_of=ids)
+        .annotate(
+            last_compute_at=last_compute,
+            first_billed_at=first_billed(),
+            history_from=history_start(),
+        )
+        .values_list("pk", "last_compute_at", "first_billed_at", "history_from")
     )
+
+
+# Compiled once per process: the page that reads it runs it on every request with stops.
+_STOP_HISTORY = CompiledValues(_stop_history_query)
+
+
+def stop_histories(ids) -> dict[int, tuple]:
+    """pk → (last compute end, first billed, history start) of the unseen stops among ids
+    (`is_unseen_stop`), what `stopped_at` needs: their last hour of compute before their first
+    sighting (an index range no longer than the history fetched before it), their first
+    record, and their account's history start. One query, and none when there are no ids: a
+    page's query of what runs and idles stays free of the three subqueries over every month of
+    billing, which PostgreSQL planned on each request whether or not a row needed them."""
+    ids = list(ids)
+    if not ids:
+        return {}
+    return {pk: tuple(rest) for pk, *rest in _STOP_HISTORY.rows(ids=ids)}
 
 
 def with_billed_range(queryset):

@@ -28,8 +28,9 @@ def _bill(resource, start, *, gpu="0"):
     )
 
 
-def _idle_since(world, client_for, **params):
-    url = reverse("dashboard:lab", args=[world.lab.pk])
+def _idle_since(world, client_for, page="lab", **params):
+    pk = world.lab.pk if page == "lab" else world.funding_source.pk
+    url = reverse(f"dashboard:{page}", args=[pk])
     data = client_for(world.lab_admin).get(url, params).context["data"]
     return {r.cells[0]: r for r in data.tables["storage"].rows}, data
 
@@ -85,3 +86,28 @@ def test_idle_since_of_a_pod_first_seen_stopped_comes_from_billing(world, spend,
     table = {r[0]: r for r in csv.reader(io.StringIO(response.content.decode()))}
     assert table["stopped-in-history"][since] == "2026-03-12T13:00+00:00"
     assert table["stopped-before-history"][since] == "before 2026-03-10T12:00+00:00"
+
+    # The funding source's page reads the same history for the same pods.
+    rows, data = _idle_since(world, client_for, page="funding")
+    columns = data.tables["storage"].columns
+    column = next(c for c in columns if c.key == "since")
+    since = columns.index(column)
+    assert shown("stopped-in-history") == "2026-03-12 13:00"
+    assert shown("stopped-before-history") == "before 2026-03-10"
+    assert rows["forgotten"].cells[since] == seen_stop
+
+
+def test_a_page_without_unseen_stops_reads_no_billing_history(world, spend, client_for):
+    """The stopped pods' history is one more query, run only for pods first seen stopped: a
+    stop labgov saw happen has its time, so the page reads no billing records for it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    type(spend.stopped).objects.filter(pk=spend.stopped.pk).update(
+        first_seen_at=NOW - dt.timedelta(days=30), status_changed_at=NOW - dt.timedelta(days=2)
+    )
+    with CaptureQueriesContext(connection) as queries:
+        rows, _ = _idle_since(world, client_for)
+    assert rows["forgotten"].cells  # the stopped pod is shown
+    history = [q["sql"] for q in queries if "runpod_accountbillingrecord" in q["sql"]]
+    assert history == []

@@ -15,7 +15,7 @@ from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO, grouped_sums, to_cents
 from labgov.dashboard.forecast import burn_window
 from labgov.dashboard.tables import DATE, MONEY, NUMBER, PERCENT, Column, Row, Table, share_percent
-from labgov.runpod.history import stopped_at, with_stop_history
+from labgov.runpod.history import is_unseen_stop, stop_histories, stopped_at
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.pricing import resource_storage_monthly_usd
 from labgov.runpod.types import PodStatus
@@ -178,20 +178,20 @@ class ShownResource:
 def shown_query(owner_q: Q):
     """The present resources matching owner_q that run or bill while idle, as
     running_and_idle reads them."""
-    return with_stop_history(
-        Resource.objects.present().filter(owner_q).filter(RUNNING_Q | _idle_q())
-    ).values_list(
-        *SHOWN_FIELDS,
-        "current_allocation_id",
-        "current_allocation__project_name",
-        "current_allocation__user__username",
-        "current_allocation__user__first_name",
-        "current_allocation__user__last_name",
-        "current_allocation__funding_source__name",
-        "first_seen_at",
-        "last_compute_at",
-        "first_billed_at",
-        "history_from",
+    return (
+        Resource.objects.present()
+        .filter(owner_q)
+        .filter(RUNNING_Q | _idle_q())
+        .values_list(
+            *SHOWN_FIELDS,
+            "current_allocation_id",
+            "current_allocation__project_name",
+            "current_allocation__user__username",
+            "current_allocation__user__first_name",
+            "current_allocation__user__last_name",
+            "current_allocation__funding_source__name",
+            "first_seen_at",
+        )
     )
 
 
@@ -205,25 +205,18 @@ def running_and_idle(
     """What runs now (highest $/hour first), and the storage billing while idle (highest
     $/month first, each with `storage_monthly_usd` at Runpod's published prices and
     `storage_gb`), read in one query (`shown_query(owner_q)`, or its `rows` when the caller
-    has run it)."""
-    running, idle = [], []
+    has run it), and one more for the stopped pods labgov first saw already stopped
+    (`stop_histories`), when there are any."""
+    running, idle, stopped = [], [], []
     rows = shown_query(owner_q) if rows is None else rows
     shown = len(SHOWN_FIELDS)
     for row in rows:
         values = row[:shown]
-        allocation_id, project, username, first, last, funding = row[shown : shown + 6]
-        history = row[shown + 6 :]
+        allocation_id, project, username, first, last, funding, first_seen = row[shown:]
         holder = holder_label(project, username, first, last) if allocation_id else "unattributed"
         resource = ShownResource(*values, holder=holder, funding_name=funding or "")
         if resource.kind == ResourceKind.POD and resource.status == PodStatus.EXITED:
-            first_seen, last_compute, first_billed, history_from = history
-            resource.stopped_at = stopped_at(
-                last_compute=last_compute,
-                first_record=first_billed,
-                history_from=history_from,
-                status_changed_at=resource.status_changed_at,
-                first_seen_at=first_seen,
-            )
+            stopped.append((resource, first_seen))
         is_running = resource.kind == ResourceKind.CLUSTER or (
             resource.kind == ResourceKind.POD and resource.status == PodStatus.RUNNING
         )
@@ -235,6 +228,21 @@ def running_and_idle(
             resource.volume_disk_gb if resource.kind == ResourceKind.POD else resource.size_gb
         )
         idle.append(resource)
+    # When the stopped pods stopped: from billing for those labgov first saw already stopped.
+    histories = stop_histories(
+        r.pk
+        for r, first_seen in stopped
+        if is_unseen_stop(r.kind, r.status, r.volume_disk_gb, r.status_changed_at, first_seen)
+    )
+    for resource, first_seen in stopped:
+        last_compute, first_billed, history_from = histories.get(resource.pk, (None,) * 3)
+        resource.stopped_at = stopped_at(
+            last_compute=last_compute,
+            first_record=first_billed,
+            history_from=history_from,
+            status_changed_at=resource.status_changed_at,
+            first_seen_at=first_seen,
+        )
     running.sort(key=lambda r: (-r.cost_per_hr_usd, r.name, r.pk))
     idle.sort(key=lambda r: (-r.storage_monthly_usd, r.name, r.pk))
     return running, idle

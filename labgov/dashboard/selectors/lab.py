@@ -254,7 +254,8 @@ def funding_table(sources: list[LabSource], burns: dict, today: dt.date, now) ->
 def daily_category_chart(by_day: dict[tuple, Decimal], period: DayRange) -> dict:
     """Stacked bars: each day's spend, by category."""
     labels = days(period.first, period.last)
-    present = [c for c in Category.values if any(k[1] == c for k in by_day)]
+    seen = {category for _, category in by_day}
+    present = [c for c in Category.values if c in seen]
     return {
         "type": "bar",
         "stacked": True,
