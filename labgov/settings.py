@@ -172,7 +172,7 @@ LABGOV_INSTALLATION = hashlib.sha256(
 
 def _cache(url: str, location: str) -> dict:
     if url:
-        backend = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+        backend = {"BACKEND": "labgov.core.cache.RedisCache", "LOCATION": url}
     else:
         backend = {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

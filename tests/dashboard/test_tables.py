@@ -5,6 +5,8 @@ from decimal import Decimal
 
 import pytest
 from django.http import QueryDict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labgov.dashboard.tables import (
     DATE,
@@ -146,3 +148,36 @@ def test_a_chart_table_is_escaped_and_in_dollars():
         '</thead>\n    <tbody><tr><th scope="row">2026-03-01</th><td class="num">$1,234.50</td>'
         '</tr><tr><th scope="row">x&amp;y</th><td class="num">–</td></tr></tbody>'
     )
+
+
+# What a query string can hold, with the characters quoting treats apart made likely.
+_TEXT = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(" /&=+%?#;~.-_*'!é€\u00a0\t\n"),
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(_TEXT, _TEXT), max_size=6),
+    st.dictionaries(_TEXT, st.one_of(st.none(), _TEXT, st.integers()), max_size=3),
+    st.integers(min_value=0, max_value=300),
+)
+def test_query_with_writes_what_querydict_writes(pairs, changes, pad):
+    """Whatever strangers put in the query string (spaces, &, =, +, %, any script, a pair too
+    long to keep): the links say what Django's own QueryDict.urlencode says."""
+    params = QueryDict(mutable=True)
+    for key, value in pairs:
+        params.appendlist(key, value)
+    params.appendlist("pad", "x" * pad)
+    expected = params.copy()
+    for key, value in changes.items():
+        if value is None:
+            expected.pop(key, None)
+        else:
+            expected.setlist(key, [str(value)])
+    for _ in range(2):  # the second time from the kept pairs
+        assert query_with(params, **changes) == "?" + expected.urlencode()
