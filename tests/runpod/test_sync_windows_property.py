@@ -17,7 +17,7 @@ from labgov.runpod.services import account_connect
 from labgov.runpod.sync import BILLING_KINDS, account_sync
 from tests.fixtures_sim import hour
 
-pytestmark = pytest.mark.usefixtures("at_sim_now")
+pytestmark = pytest.mark.usefixtures("at_sim_now", "two_day_slices")
 HISTORY_HOURS = 24 * 29
 _names = count()
 
@@ -26,6 +26,13 @@ windows = st.lists(
     min_size=1,
     max_size=4,
 )
+
+
+@pytest.fixture
+def two_day_slices(settings):
+    """Slices of two days (the suite's are four): a window of up to six days is cut in up to
+    three, so windows meet slice boundaries as well as each other."""
+    settings.LABGOV_SYNC_SLICE_HOURS = 48
 
 
 @settings(
