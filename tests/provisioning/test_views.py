@@ -292,7 +292,13 @@ def test_query_count_is_pinned_and_flat(world, draft, submitted, client_for, pag
     small = _count(client, url_for(world, req, drafted))
     _grow(world, draft, submitted, 3)
     large = _count(client, url_for(world, req, drafted))
+    if connection.vendor == "postgresql" and page in READ_WITH_ITS_TABLES:
+        pinned += 2  # the join order set for the request's read and put back (core/joins.py)
     assert (small, large) == (pinned, pinned)
+
+
+# Pages reading their request with the eight tables it points at (selectors.request_for_user)
+READ_WITH_ITS_TABLES = {"detail", "detail (reviewer)", "edit", "mark provisioned"}
 
 
 def test_estimate_query_count_is_flat(world, draft, submitted, client_for):
