@@ -361,6 +361,10 @@ SLOW_FIRST = (
     "tests/core/test_static_manifest.py",
     "tests/api/test_conformance.py",
     "tests/exports/test_focus_validator.py",
+    "tests/runpod/test_partitions.py::test_the_migration_goes_back",
+    "tests/runpod/test_sync_deadlock.py",
+    "tests/runpod/test_sync_windows_property.py",
+    "tests/runpod/test_focus_writers.py::test_the_import_tests_pass_on_sqlite",
 )
 SLOW_MARKERS = ("browser", "celery_worker", "deploy")
 
