@@ -380,3 +380,52 @@ def _slowness_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_slowness_rank)  # stable: the order within each rank is kept
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers > 1 and config.getoption("dist", None) == "worksteal":
+        items[:] = _dealt(items, workers)
+
+
+def _dealt(items: list, workers: int) -> list:
+    """The slow tests dealt out to every worker's first tests.
+
+    xdist's work stealing hands each worker one contiguous block of the collection to begin
+    with (the first len/N tests, then a share of the rest, …), and a worker that runs out
+    steals from the end of another's block. With the slow tests all at the front they were
+    all in the first worker's block, one after another: ~250 of ~520 worker-seconds, more than
+    a third of the run, on one worker while the others ran out of short tests and idled. Here
+    each block starts with its share of them, dealt longest first and back and forth (0, 1,
+    2, 2, 1, 0, …); a SLOW_FIRST entry's tests are dealt one by one (the a11y sweep's roles
+    spread, as they are meant to), a marked module's together (they share its fixtures: a
+    browser, a seeded demo). Every worker computes the same order from the same collection,
+    as xdist requires."""
+    units: list[list] = []  # dealt whole: a slow test, or a marked module's tests
+    rest = []
+    for item in items:
+        rank = _slowness_rank(item)
+        module = item.nodeid.split("::")[0]
+        if rank < len(SLOW_FIRST):
+            units.append([item])
+        elif rank == len(SLOW_FIRST):
+            last = units[-1][0] if units else None
+            same = last is not None and last.nodeid.split("::")[0] == module
+            if same and _slowness_rank(last) == rank:
+                units[-1].append(item)
+            else:
+                units.append([item])
+        else:
+            rest.append(item)
+    blocks: list[list] = [[] for _ in range(workers)]
+    for index, unit in enumerate(units):
+        lap, seat = divmod(index, workers)
+        blocks[seat if lap % 2 == 0 else workers - 1 - seat].extend(unit)
+    # The block sizes xdist's first hand gives (worksteal.check_schedule: an equal share of
+    # what is left to each worker in turn), each topped up with the short tests in order.
+    ordered, remaining, taken = [], len(items), 0
+    for number, block in enumerate(blocks):
+        size = remaining // (workers - number)
+        more = max(0, size - len(block))
+        block.extend(rest[taken : taken + more])
+        taken += more
+        ordered.extend(block)
+        remaining -= len(block)
+    return ordered + rest[taken:]
