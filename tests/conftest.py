@@ -351,9 +351,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # Tests taking seconds each, longest first (measured with --durations), then the rest of the
-# browser, Celery worker and deploy tests. They run first: with xdist's work stealing
-# (scripts/test: --dist worksteal) the other workers take the short tests meanwhile, and the
-# run ends on short tests instead of waiting on a long one that happened to start last.
+# browser, Celery worker and deploy tests. They run first, dealt out to the workers (_dealt
+# below): with xdist's work stealing (scripts/test: --dist worksteal) the workers take the
+# short tests after them, and the run ends on short tests instead of waiting on a long one
+# that happened to start last.
 SLOW_FIRST = (
     "tests/core/test_a11y_browser.py",
     "tests/deploy/test_deploy_smoke.py",
