@@ -395,26 +395,23 @@ def _dealt(items: list, workers: int) -> list:
     all in the first worker's block, one after another: ~250 of ~520 worker-seconds, more than
     a third of the run, on one worker while the others ran out of short tests and idled. Here
     each block starts with its share of them, dealt longest first and back and forth (0, 1,
-    2, 2, 1, 0, …); a SLOW_FIRST entry's tests are dealt one by one (the a11y sweep's roles
-    spread, as they are meant to), a marked module's together (they share its fixtures: a
-    browser, a seeded demo). Every worker computes the same order from the same collection,
-    as xdist requires."""
-    units: list[list] = []  # dealt whole: a slow test, or a marked module's tests
+    2, 2, 1, 0, …). A module's slow tests go together, since they share its fixtures (a
+    browser, a live server, a seeded demo): the run is bound by CPU, and the a11y sweep's four
+    roles on three workers seeded the demo three times (~6 s of CPU each) for no gain in
+    time. Every worker computes the same order from the same collection, as xdist requires."""
+
+    units: list[list] = []  # dealt whole: one SLOW_FIRST entry's or marked module's tests
     rest = []
     for item in items:
         rank = _slowness_rank(item)
-        module = item.nodeid.split("::")[0]
-        if rank < len(SLOW_FIRST):
-            units.append([item])
-        elif rank == len(SLOW_FIRST):
-            last = units[-1][0] if units else None
-            same = last is not None and last.nodeid.split("::")[0] == module
-            if same and _slowness_rank(last) == rank:
-                units[-1].append(item)
-            else:
-                units.append([item])
-        else:
+        if rank > len(SLOW_FIRST):
             rest.append(item)
+            continue
+        last = units[-1][0] if units else None
+        if last is not None and _slowness_rank(last) == rank and _module(last) == _module(item):
+            units[-1].append(item)
+        else:
+            units.append([item])
     blocks: list[list] = [[] for _ in range(workers)]
     for index, unit in enumerate(units):
         lap, seat = divmod(index, workers)
@@ -430,3 +427,7 @@ def _dealt(items: list, workers: int) -> list:
         ordered.extend(block)
         remaining -= len(block)
     return ordered + rest[taken:]
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::")[0]

@@ -1,5 +1,5 @@
 """The order tests/conftest.py gives xdist's workers: every test once, the slow ones at the
-start of the workers' first blocks, a marked module's tests together."""
+start of the workers' first blocks, a module's slow tests together."""
 
 from dataclasses import dataclass
 
@@ -43,21 +43,24 @@ def test_every_test_once_and_the_slow_ones_spread(workers):
     items = _collection()
     order = _dealt(items, workers)
     assert sorted(order, key=lambda i: i.nodeid) == sorted(items, key=lambda i: i.nodeid)
-    slow = {i for i in items if i.nodeid.startswith(SLOW_FIRST)}
+    slow = {i for i in items if i.nodeid.startswith(SLOW_FIRST) or i.marker is not None}
     blocks = _blocks(order, workers)
     for block in blocks:
         # Each block starts with its slow tests, then the short ones.
-        ranks = [i in slow or i.marker is not None for i in block]
+        ranks = [i in slow for i in block]
         assert ranks == sorted(ranks, reverse=True)
-    # Dealt evenly: no block holds more than its share plus one.
-    counts = [sum(1 for i in block if i in slow) for block in blocks]
-    assert max(counts) - min(counts) <= 2, counts
-    # The longest first: the first slow test of each block is one of the first `workers`.
-    assert {block[0] for block in blocks} == set(items[:workers])
+    # Dealt evenly, a module's slow tests at a time: as many modules to each block, give or
+    # take one, and the longest first (each block starts with one of the first modules).
+    modules = [{i.nodeid.split("::")[0] for i in block if i in slow} for block in blocks]
+    counts = [len(m) for m in modules]
+    assert max(counts) - min(counts) <= 1, counts
+    first = list(dict.fromkeys(i.nodeid.split("::")[0] for i in items if i in slow))[:workers]
+    assert {block[0].nodeid.split("::")[0] for block in blocks} == set(first)
 
 
-def test_a_marked_modules_tests_stay_together():
-    order = _dealt(_collection(), 3)
-    for module in range(3):
-        places = [n for n, i in enumerate(order) if f"test_browser_{module}.py" in i.nodeid]
-        assert places == list(range(places[0], places[0] + 3))
+def test_a_modules_slow_tests_stay_together():
+    items = _collection()
+    order = _dealt(items, 3)
+    for module in {i.nodeid.split("::")[0] for i in items if "/y/" not in i.nodeid}:
+        places = [n for n, i in enumerate(order) if i.nodeid.startswith(module + "::")]
+        assert places == list(range(places[0], places[0] + len(places))), module
