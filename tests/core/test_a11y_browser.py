@@ -572,8 +572,10 @@ STATES = {
 def test_every_page_is_accessible_and_fits(
     role, demo, playwright_browser, live_server_url, checked_makes
 ):
-    """Each role in its own test, so the sweep spreads over the suite's workers; a page make
-    another role's sweep checked already is not checked again."""
+    """Each role in its own test, so a failure names the role; the roles run on one worker
+    (tests/conftest.py deals a module's slow tests together), sharing one seeded demo. A page
+    make another role's sweep checked already, in this worker or another, is not checked
+    again."""
     from labgov.accounts.models import User
 
     started = time.monotonic()
