@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from io import StringIO
 
 import pytest
+from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.core.management import call_command
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -187,11 +188,28 @@ def live_server_url(_module_db):
     transactional one, whose end empties the database the next test needs)."""
     from pytest_django.live_server_helper import LiveServer
 
-    server = LiveServer("localhost:0")
+    server = LiveServer("localhost:0", start=False)
+    server.thread.static_handler = _StaticKept
+    server.start()
     server._live_server_modified_settings.enable()
     yield server.url
     server._live_server_modified_settings.disable()
     server.stop()
+
+
+class _StaticKept(StaticFilesHandler):
+    """Static files a browser may keep for the module's run, as production's hashed names
+    are kept (a year, immutable; WhiteNoise): each is fetched once per browser context,
+    and V8 compiles htmx and Chart.js once instead of with every page. Routing them through
+    Playwright instead disables the browser's cache: every page's statics went through
+    Playwright's driver and back (~60 ms of CPU a page) and were compiled anew."""
+
+    def serve(self, request):
+        response = super().serve(request)
+        # A year, as production's: the server's clock stands at the simulator's "now", days
+        # before the browser's, and an hour would be stale on arrival.
+        response["Cache-Control"] = "max-age=31536000, immutable"
+        return response
 
 
 @pytest.fixture(scope="module")
@@ -354,27 +372,14 @@ def logged_in(browser, base_url: str, demo: Demo, username: str, *, width=1920):
     # its contrast.
     context = browser.new_context(viewport={"width": width, "height": 900}, reduced_motion="reduce")
     context.add_cookies([{"name": "sessionid", "value": demo.sessions[username], "url": base_url}])
-    # axe-core is loaded by the browser with every page (once compiled, then cached), and
-    # static files are served from memory after their first load: the sweep's two costs.
+    # axe-core is loaded by the browser with every page; the static files come from the
+    # browser's cache after their first load (_StaticKept).
     from axe_playwright_python.base import AXE_FILE_PATH
 
     context.add_init_script(path=str(AXE_FILE_PATH))
-    context.route("**/static/**", _cached_static)
     page = context.new_page()
     page.set_default_timeout(10_000)
     return page
-
-
-_STATIC: dict[str, tuple[int, dict, bytes]] = {}
-
-
-def _cached_static(route):
-    url = route.request.url
-    if url not in _STATIC:
-        response = route.fetch()
-        _STATIC[url] = (response.status, response.headers, response.body())
-    status, headers, body = _STATIC[url]
-    route.fulfill(status=status, headers=headers, body=body)
 
 
 class CheckedMakes:
@@ -404,10 +409,12 @@ class CheckedMakes:
 
 
 @pytest.fixture(scope="session")
-def checked_makes(tmp_path_factory, worker_id) -> CheckedMakes:
-    # xdist gives each worker a directory of the run's own one; without it, the run's own.
+def checked_makes(tmp_path_factory) -> CheckedMakes:
+    # xdist gives each worker a directory of the run's own one; without it (-n 0, or -p
+    # no:xdist, where its worker_id fixture does not exist), the run's own.
     base = tmp_path_factory.getbasetemp()
-    return CheckedMakes((base.parent if worker_id != "master" else base) / "axe-checked-makes")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return CheckedMakes((base.parent if worker else base) / "axe-checked-makes")
 
 
 class Sweep:
