@@ -62,6 +62,8 @@ class CompiledValues:
     def __init__(self, build: Callable[..., QuerySet]):
         self.build = build
         self._compiled: dict[str, tuple[str, list, dict[int, str]] | None] = {}
+        # Per compiled key: whether its rows hold a timestamptz (known after its first run).
+        self._timestamps: dict[str, bool] = {}
         self._lock = threading.Lock()
 
     def _compile(self, alias: str, values: dict) -> tuple[str, list, dict[int, str]] | None:
@@ -111,8 +113,35 @@ class CompiledValues:
         # read a lab's 30 days of rollups at 1.3-1.6x the CPU of a plan for those dates.
         dated = any(isinstance(v, dt.date) for v in values.values())
         with connection.cursor() if dated else _prepared_cursor(connection) as cursor:
+            if self._timestamps.get(key) and _utc_session(connection):
+                _fast_timestamps(cursor.cursor)
             cursor.execute(sql, params)
+            if key not in self._timestamps:
+                self._timestamps[key] = any(
+                    column.type_code == _TIMESTAMPTZ for column in cursor.description or ()
+                )
             return cursor.fetchall()
+
+
+_TIMESTAMPTZ = 1184  # PostgreSQL's type oid
+
+
+def _utc_session(connection) -> bool:
+    """Whether Django loads this connection's timestamptz values as UTC-aware datetimes, the
+    session's own time zone (USE_TZ with TIME_ZONE UTC: Django sets the session's to it)."""
+    return connection.timezone is dt.UTC and connection.timezone_name == "UTC"
+
+
+def _fast_timestamps(cursor) -> None:
+    """psycopg's own timestamptz loader for this cursor, in place of Django's. Django's (a
+    Python subclass, which re-stamps each value with the connection's time zone) parses each
+    value in Python; psycopg's, registered as its own class, is its C one, and in a UTC session
+    gives the same UTC-aware datetimes. The running-now query of a lab's page (43 rows, three
+    timestamps each) read 0.95 -> 0.37 ms of CPU. On the cursor only: Django reads the
+    connection's loader (its time zone) for every cursor it makes."""
+    from psycopg.types.datetime import TimestamptzLoader
+
+    cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
 
 
 def _prepared_cursor(connection):

@@ -227,3 +227,69 @@ def test_only_the_compiled_queries_are_prepared_not_other_queries_bound_on_the_s
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements")
         assert cursor.fetchone() == (before,)
+
+
+def test_timestamps_read_by_psycopgs_own_loader_are_djangos_utc_datetimes(postgres, monkeypatch):
+    """From its second run, a compiled query with timestamptz columns reads them with
+    psycopg's C loader, not Django's Python one: the same UTC-aware datetimes (and None, and
+    the extremes), for the prepared and the dated path alike."""
+    from psycopg.types.datetime import TimestamptzLoader
+
+    from labgov.core import compiled as compiled_module
+
+    when = [
+        dt.datetime(2026, 3, 1, 0, 30, 15, 123456, tzinfo=dt.UTC),
+        dt.datetime(1, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+        None,
+    ]
+    users = [UserFactory(last_login=at) for at in when]
+    ids = [u.pk for u in users]
+    by_id = CompiledValues(
+        lambda ids: User.objects.filter(pk__any_of=ids).order_by("pk").values_list("last_login")
+    )
+    by_day = CompiledValues(
+        lambda ids, day: (
+            User.objects.filter(pk__any_of=ids, date_joined__date__lte=day)
+            .order_by("pk")
+            .values_list("last_login")
+        )
+    )
+    loaders = []
+    fast = compiled_module._fast_timestamps
+
+    def seen(cursor):
+        fast(cursor)
+        loaders.append(cursor.adapters.get_loader(1184, 0))
+
+    monkeypatch.setattr(compiled_module, "_fast_timestamps", seen)
+    for _ in range(3):
+        assert by_id.rows(ids=ids) == [(at,) for at in when]
+        assert by_day.rows(ids=ids, day=dt.date(9999, 1, 1)) == [(at,) for at in when]
+    rows = by_id.rows(ids=ids)
+    assert all(at is None or at.tzinfo is dt.UTC for (at,) in rows)
+    # The first run of each found its timestamps; the five after them read them in C.
+    assert len(loaders) == 5
+    # psycopg's own class, which it swaps for its C one where it has it (psycopg[binary]).
+    import psycopg
+
+    own = "psycopg_binary" if psycopg.pq.__impl__ == "binary" else TimestamptzLoader.__module__
+    assert {loader.__module__.split(".")[0] for loader in loaders} == {own.split(".")[0]}
+    # Django's own cursors keep Django's loader (its time zone check reads it).
+    with connection.cursor() as cursor:
+        assert hasattr(cursor.cursor.adapters.get_loader(1184, 0), "timezone")
+
+
+def test_a_session_not_in_utc_keeps_djangos_timestamp_loader(postgres, monkeypatch):
+    from labgov.core import compiled as compiled_module
+
+    user = UserFactory(last_login=dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC))
+    query = CompiledValues(lambda pk: User.objects.filter(pk=pk).values_list("last_login"))
+    assert query.rows(pk=user.pk) == [(user.last_login,)]
+    assert compiled_module._utc_session(connection)
+    monkeypatch.setattr(connection, "timezone_name", "Europe/Paris")  # a cached property
+    assert not compiled_module._utc_session(connection)
+    used = []
+    monkeypatch.setattr(compiled_module, "_fast_timestamps", used.append)
+    assert query.rows(pk=user.pk) == [(user.last_login,)]
+    assert used == []
