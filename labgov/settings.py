@@ -114,6 +114,8 @@ TEMPLATES = [
                 "labgov.accounts.context_processors.scope",
                 "labgov.navigation.menu.menu",
             ],
+            # {% url %} remembers what it reversed (labgov/core/reversing.py).
+            "builtins": ["labgov.core.reversing"],
         },
     },
 ]

@@ -4,13 +4,11 @@ pages they may open and a new page is one line here (base.html renders whatever 
 `show` receives the person's Scope (labgov/accounts/access.py) and the user; an entry shown to
 someone must not answer them with a 403 or a 404."""
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.urls import get_script_prefix, reverse
-
 from labgov.accounts.access import Scope, scope_for
+from labgov.core.reversing import url_for
 
 
 @dataclass(frozen=True)
@@ -86,19 +84,12 @@ class Item:
     badge_url: str | None
 
 
-@functools.cache
-def _url(name: str, prefix: str) -> str:
-    # Every page renders the menu: its ~20 URLs are reversed once per process, not per request.
-    return reverse(name)
-
-
 def menu_for(request) -> list[Item]:
     user = request.user
     if not user.is_authenticated:
         return []
     scope = scope_for(user)
-    prefix = get_script_prefix()
-    shown = [(entry, _url(entry.url_name, prefix)) for entry in MENU if entry.show(scope, user)]
+    shown = [(entry, url_for(entry.url_name)) for entry in MENU if entry.show(scope, user)]
     # The current page is the entry with the longest URL the path starts with (Review's
     # /provisioning/review/ rather than Requests' /provisioning/).
     matching = [url for _entry, url in shown if request.path.startswith(url) and url != "/"]
@@ -106,7 +97,7 @@ def menu_for(request) -> list[Item]:
     items = []
     for entry, url in shown:
         badge_id, badge_url = (
-            (entry.badge[0], _url(entry.badge[1], prefix)) if entry.badge else (None, None)
+            (entry.badge[0], url_for(entry.badge[1])) if entry.badge else (None, None)
         )
         items.append(Item(entry.label, url, url == current, badge_id, badge_url))
     return items

@@ -9,12 +9,12 @@ from decimal import Decimal
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q
 from django.http import Http404
-from django.urls import reverse
 
 from labgov.accounts import access
 from labgov.accounts.models import Lab, today_utc
 from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO
+from labgov.core.reversing import url_for
 from labgov.dashboard.filters import DayRange, day_presets, day_range
 from labgov.dashboard.forecast import Outlook, burn_rate, forecast
 from labgov.dashboard.selectors.common import (
@@ -221,7 +221,7 @@ def funding_table(sources: list[LabSource], burns: dict, today: dt.date, now) ->
                     outlook.run_out_date if outlook.outlook == Outlook.RUNS_OUT_EARLY else None,
                     outlook.headline,
                 ],
-                href=reverse("dashboard:funding", args=[fs.pk]),
+                href=url_for("dashboard:funding", fs.pk),
             )
         )
     totals = [
