@@ -64,3 +64,36 @@ def test_a_member_funding_page_lists_their_allocations(world, client_for):
     assert "No funding sources match" not in text
     assert "My allocations" in text
     assert world.allocation.funding_source.name in text
+
+
+# The menu's loop as base.html had it: menu_html must give the very same links.
+_TEMPLATE_LOOP = (
+    '{% for item in menu %}<a href="{{ item.url }}"{% if item.current %} aria-current="page"'
+    '{% endif %}>{{ item.label }}{% if item.badge_id %} <span id="{{ item.badge_id }}" '
+    'hx-get="{{ item.badge_url }}" hx-trigger="load" hx-swap="outerHTML"></span>{% endif %}'
+    "</a>\n      {% endfor %}"
+)
+
+
+@pytest.mark.parametrize("path", ["/", "/provisioning/review/", "/alerts/", "/nowhere/"])
+def test_menu_html_is_what_the_templates_loop_gave(world, rf, path):
+    from django.template import engines
+
+    from labgov.navigation.menu import menu_for, menu_html
+
+    loop = engines["django"].from_string(_TEMPLATE_LOOP)
+    for role in ROLES:
+        request = rf.get(path)
+        request.user = getattr(world, role)
+        items = menu_for(request)
+        assert menu_html(items) == loop.render({"menu": items}), (role, path)
+
+
+def test_menu_text_is_escaped(world, client_for, monkeypatch):
+    """Labels and links are escaped as a template would escape them."""
+    monkeypatch.setattr(
+        "labgov.navigation.menu.MENU", [*MENU, Entry("<b>\"Odd\" & 'odd'</b>", "audit")]
+    )
+    html = client_for(world.member).get("/").content.decode()
+    assert "<b>" not in html.split('<nav id="menu"')[1].split("</nav>")[0]
+    assert "&lt;b&gt;&quot;Odd&quot; &amp; &#x27;odd&#x27;&lt;/b&gt;" in html
