@@ -150,6 +150,31 @@ def test_a_chart_table_is_escaped_and_in_dollars():
     )
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.none(),
+        st.decimals(
+            allow_nan=False, allow_infinity=False, places=10, max_value=10**12, min_value=-(10**12)
+        ),
+        st.decimals(
+            allow_nan=False, allow_infinity=False, places=2, max_value=10**9, min_value=-(10**9)
+        ),
+    )
+)
+def test_a_chart_figure_is_what_usd_gives_escaped(value):
+    """chart_table_html's own formatting of its figures is usd's, escaped, for any amount
+    (negative zero and halves of a cent included)."""
+    from html import escape
+
+    from labgov.core.templatetags.labgov import usd
+    from labgov.dashboard.templatetags.dashboard import _figure
+
+    assert _figure(value) == escape(usd(value))
+    for edge in ("-0.00", "-0.004", "0.005", "0.015", "-0.025"):
+        assert _figure(Decimal(edge)) == escape(usd(Decimal(edge)))
+
+
 # What a query string can hold, with the characters quoting treats apart made likely.
 _TEXT = st.text(
     alphabet=st.one_of(

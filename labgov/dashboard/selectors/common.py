@@ -432,7 +432,9 @@ def people_table(
     by_holder: dict[str, dict[str, Decimal]], *, title: str = "Spend by person"
 ) -> Table:
     """Holders (a person, or a project allocation's name) by category, for a range."""
-    categories = [c for c in Category.values if any(h.get(c) for h in by_holder.values())]
+    # The categories anyone spent on, in Category's order (one pass over the holders).
+    spent = {c for amounts in by_holder.values() for c, amount in amounts.items() if amount}
+    categories = [c for c in Category.values if c in spent]
     grand = sum((sum(h.values(), ZERO) for h in by_holder.values()), ZERO)
     rows = []
     for holder, amounts in by_holder.items():
