@@ -248,7 +248,24 @@ def _linked_html(value, column, href: str) -> str:
     return f'<td class="{cell.css}">{text}</td>' if cell.css else f"<td>{text}</td>"
 
 
-_CELL_HTML = {MONEY: _money_html, PERCENT: _percent_html}
+def _text_html(value, column) -> str:
+    if type(value) is str:  # most text cells: names, labels
+        return f"<td>{escape(value)}</td>" if value else "<td></td>"
+    return _other_html(value, column)
+
+
+def _date_html(value, column) -> str:
+    """Dates and datetimes as `display` shows them (formatted from numbers, nothing to
+    escape); anything else (a Before, text) as _other_html shows it."""
+    kind = type(value)
+    if kind is dt.datetime:
+        return f"<td>{value.astimezone(dt.UTC):%Y-%m-%d %H:%M}</td>"
+    if kind is dt.date:
+        return f"<td>{value.isoformat()}</td>"
+    return _other_html(value, column)
+
+
+_CELL_HTML = {MONEY: _money_html, PERCENT: _percent_html, TEXT: _text_html, DATE: _date_html}
 
 
 def _sort_key(value):

@@ -13,6 +13,7 @@ from labgov.dashboard.tables import (
     MONEY,
     NUMBER,
     PERCENT,
+    TEXT,
     Column,
     Row,
     Table,
@@ -206,3 +207,30 @@ def test_query_with_writes_what_querydict_writes(pairs, changes, pad):
             expected.setlist(key, [str(value)])
     for _ in range(2):  # the second time from the kept pairs
         assert query_with(params, **changes) == "?" + expected.urlencode()
+
+
+def test_text_and_date_cells_are_what_the_general_cell_gives():
+    """rows_html's own cells for text and date columns give what _other_html (display, then
+    escape) gives, for every kind of value such a column may hold."""
+    from labgov.dashboard.tables import _CELL_HTML, _other_html
+    from labgov.runpod.history import Before
+
+    moment = dt.datetime(2026, 3, 1, 23, 30, 59, tzinfo=dt.timezone(dt.timedelta(hours=-5)))
+    values = [
+        None,
+        "",
+        "plain",
+        "<b>\"a\" & 'b'</b>",
+        "é€",
+        7,
+        Decimal("1.5"),
+        dt.date(2026, 2, 28),
+        moment,
+        moment.replace(tzinfo=None),
+        dt.datetime(2026, 3, 1, tzinfo=dt.UTC),
+        Before.of(moment),
+    ]
+    for kind in (TEXT, DATE):
+        column = Column("c", "C", kind)
+        for value in values:
+            assert _CELL_HTML[kind](value, column) == _other_html(value, column), (kind, value)
