@@ -223,6 +223,14 @@ class Resource(models.Model):
         indexes = [
             models.Index(fields=["account", "kind", "gone_at"]),
             models.Index(fields=["current_allocation"]),
+            # Which running pod mounts a network volume (the dashboards' idle storage, "no
+            # running pod of its account mounts it"): one probe per volume, where PostgreSQL
+            # otherwise read every running pod of every account on each page.
+            models.Index(
+                fields=["account", "network_volume_id"],
+                name="resource_running_mounts",
+                condition=Q(kind="pod", status="RUNNING", gone_at__isnull=True),
+            ),
         ]
         ordering = ["kind", "name"]
 
