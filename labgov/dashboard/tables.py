@@ -12,7 +12,7 @@ from django.http import HttpResponse, QueryDict
 from django.utils.safestring import mark_safe
 
 from labgov.core.csv_export import csv_download
-from labgov.core.money import CENT, to_cents
+from labgov.core.money import CENT, dollars, to_cents
 from labgov.core.templatetags.labgov import usd
 from labgov.runpod.history import Before
 
@@ -213,9 +213,11 @@ def _money_html(value, column) -> str:
     if type(value) is Decimal:  # usd's figure, without its checks and copy
         if not value:  # most cells of a pivot by month are zero: those skip the formatting
             return _ZERO_TD
-        cents = value.quantize(CENT, rounding=ROUND_HALF_EVEN)
-        text = f"−${-cents:,.2f}" if cents < 0 else f"${abs(cents):,.2f}"
-        return f'<td class="num over">{text}</td>' if value < 0 else f'<td class="num">{text}</td>'
+        cents = value.quantize(CENT, ROUND_HALF_EVEN)
+        if value < 0:  # "over", and a minus unless it rounds to zero cents
+            text = f"−${dollars(-cents)}" if cents else "$0.00"
+            return f'<td class="num over">{text}</td>'
+        return f'<td class="num">${dollars(cents)}</td>'
     if value is None or value == "":
         return _EMPTY_NUM_TD
     if not value:

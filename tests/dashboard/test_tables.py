@@ -176,6 +176,42 @@ def test_a_chart_figure_is_what_usd_gives_escaped(value):
         assert _figure(Decimal(edge)) == escape(usd(Decimal(edge)))
 
 
+_AMOUNTS = st.one_of(
+    st.decimals(
+        allow_nan=False, allow_infinity=False, places=10, max_value=10**12, min_value=-(10**12)
+    ),
+    st.decimals(
+        allow_nan=False, allow_infinity=False, places=2, max_value=10**9, min_value=-(10**9)
+    ),
+    st.sampled_from(["-0", "-0.004", "-0.005", "0.005", "999.995", "-999.995", "1E+3", "1E+5"]).map(
+        Decimal
+    ),
+)
+
+
+def _usd_as_format_writes_it(amount: Decimal) -> str:
+    """The oracle: format's own thousands and cents, from the amount rounded half-even."""
+    cents = amount.quantize(Decimal("0.01"), rounding="ROUND_HALF_EVEN")
+    return f"{'−' if cents < 0 else ''}${abs(cents):,.2f}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_AMOUNTS)
+def test_money_is_written_as_format_writes_it(amount):
+    """usd, the tables' money cells and dollars (str below a thousand) write what format's
+    ",.2f" writes, for any amount: the thousands, the half-even cent, a minus only when it
+    rounds to a cent or more, the cell marked "over" when the amount is below zero."""
+    from labgov.core.money import dollars, to_cents
+    from labgov.core.templatetags.labgov import usd
+    from labgov.dashboard.tables import _money_html
+
+    text = _usd_as_format_writes_it(amount)
+    assert usd(amount) == text
+    css = "num over" if amount < 0 else "num"
+    assert _money_html(amount, None) == f'<td class="{css}">{text}</td>'
+    assert dollars(abs(to_cents(amount))) == f"{abs(to_cents(amount)):,.2f}"
+
+
 # What a query string can hold, with the characters quoting treats apart made likely.
 _TEXT = st.text(
     alphabet=st.one_of(

@@ -3,7 +3,7 @@ from decimal import Decimal
 from django import template
 from django.utils.html import format_html
 
-from labgov.core.money import to_cents
+from labgov.core.money import dollars, to_cents
 
 register = template.Library()
 
@@ -13,8 +13,7 @@ def usd(amount) -> str:
     if amount is None or amount == "":
         return "–"
     value = to_cents(Decimal(amount))
-    sign = "−" if value < 0 else ""
-    return f"{sign}${abs(value):,.2f}"
+    return f"−${dollars(-value)}" if value < 0 else f"${dollars(abs(value))}"
 
 
 @register.filter

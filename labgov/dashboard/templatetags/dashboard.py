@@ -5,7 +5,7 @@ from html import escape
 from django import template
 from django.utils.safestring import mark_safe
 
-from labgov.core.money import CENT
+from labgov.core.money import CENT, dollars
 from labgov.core.templatetags.labgov import usd
 
 register = template.Library()
@@ -44,8 +44,8 @@ def _figure(value) -> str:
     and checks for the Decimals: a month of days by category has ~140. Digits, $, −, commas,
     points and a dash: nothing to escape."""
     if type(value) is Decimal:
-        cents = value.quantize(CENT, rounding=ROUND_HALF_EVEN)
-        return f"−${-cents:,.2f}" if cents < 0 else f"${abs(cents):,.2f}"
+        cents = value.quantize(CENT, ROUND_HALF_EVEN)
+        return f"−${dollars(-cents)}" if cents < 0 else f"${dollars(abs(cents))}"
     return escape(usd(value))
 
 
