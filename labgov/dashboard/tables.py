@@ -9,6 +9,7 @@ from html import escape
 from urllib.parse import quote_plus
 
 from django.http import HttpResponse, QueryDict
+from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
 from labgov.core.csv_export import csv_download
@@ -99,6 +100,34 @@ class Table:
     @property
     def sort_param(self) -> str:
         return f"{self.name}_sort"
+
+    @property
+    def html(self) -> str:
+        """The table's section as a page shows it (its title, CSV link, note, and the table
+        or its empty text), after bind. Built here rather than by including a template: an
+        include cost ~70 µs, a lab's page has five tables and finance's five. Every text is
+        escaped (conditional_escape: a note marked safe keeps its markup)."""
+        name, title, csv_url = (
+            conditional_escape(v) for v in (self.name, self.title, self.csv_url)
+        )
+        note = f'<p class="note">{conditional_escape(self.note)}</p>' if self.note else ""
+        if self.rows:
+            shown = (
+                f'\n  <div class="scroll">\n  <table>\n    {self.head_html}\n    <tbody>\n'
+                f"    {self.body_html}\n    </tbody>\n    {self.foot_html}\n  </table>\n"
+                "  </div>\n  "
+            )
+        else:
+            shown = f'\n  <p class="empty">{conditional_escape(self.empty)}</p>\n  '
+        return mark_safe(  # noqa: S308 - assembled from escaped parts only
+            f'<section class="dash-table" id="table-{name}">\n'
+            '  <div class="section-head">\n'
+            f"    <h2>{title}</h2>\n"
+            f'    <a class="csv" href="{csv_url}" download>Download CSV</a>\n'
+            "  </div>\n"
+            f"  {note}\n"
+            f"  {shown}\n</section>\n"
+        )
 
     def apply_sort(self, params: QueryDict) -> "Table":
         """Sort by ?<name>_sort=<key> (or -<key> for descending); unknown keys fall back to

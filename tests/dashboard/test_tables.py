@@ -270,3 +270,59 @@ def test_text_and_date_cells_are_what_the_general_cell_gives():
         column = Column("c", "C", kind)
         for value in values:
             assert _CELL_HTML[kind](value, column) == _other_html(value, column), (kind, value)
+
+
+def test_a_tables_section_is_what_its_template_gave():
+    """Table.html is what the pages' included template (dashboard/table.html, below) gave,
+    to the byte, for tables with and without rows, note and footer, with text to escape."""
+    from django.template import engines
+
+    _TABLE_TEMPLATE = engines["django"].from_string(_TABLE_HTML)
+    from django.utils.safestring import mark_safe
+
+    money = Column("amount", "Amount <$>", MONEY)
+    tables = [
+        Table(
+            "people",
+            "Spend by person",
+            [Column("who", "Who"), money],
+            [Row(['<b>"Ada" & co</b>', Decimal("1234.5")])],
+            footer=["Total", Decimal(1)],
+        ),
+        Table("empty", "Nothing & none", [Column("who", "Who")], [], empty="None <yet>."),
+        Table("noted", "Noted", [Column("who", "Who")], [Row(["x"])], note="A note & <more>"),
+        Table(
+            "safe",
+            "Safe",
+            [Column("who", "Who")],
+            [Row(["x"])],
+            note=mark_safe('See <a href="/x/">x</a>.'),
+        ),
+    ]
+    for table in tables:
+        table.bind(QueryDict("start=2026-01-01&q=<a&b>"))
+        assert table.html == _TABLE_TEMPLATE.render({"table": table})
+
+
+# The template the pages included before Table.html.
+_TABLE_HTML = """<section class="dash-table" id="table-{{ table.name }}">
+  <div class="section-head">
+    <h2>{{ table.title }}</h2>
+    <a class="csv" href="{{ table.csv_url }}" download>Download CSV</a>
+  </div>
+  {% if table.note %}<p class="note">{{ table.note }}</p>{% endif %}
+  {% if table.rows %}
+  <div class="scroll">
+  <table>
+    {{ table.head_html }}
+    <tbody>
+    {{ table.body_html }}
+    </tbody>
+    {{ table.foot_html }}
+  </table>
+  </div>
+  {% else %}
+  <p class="empty">{{ table.empty }}</p>
+  {% endif %}
+</section>
+"""
