@@ -23,6 +23,12 @@ def dollars(cents: Decimal) -> str:
     return str(cents) if cents < _THOUSAND else f"{cents:,.2f}"
 
 
+def usd_text(cents: Decimal) -> str:
+    """An amount in whole cents as the pages write it: $1,234.50, −$1,234.50, and $0.00 for
+    a negative amount that rounded to zero cents."""
+    return f"−${dollars(-cents)}" if cents < 0 else f"${dollars(abs(cents))}"
+
+
 def BudgetField(**kwargs) -> models.DecimalField:  # noqa: N802 - reads like a field class
     """Amounts people type: budgets, caps. Whole cents."""
     return models.DecimalField(max_digits=14, decimal_places=2, **kwargs)

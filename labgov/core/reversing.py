@@ -13,18 +13,24 @@ import functools
 
 from django import template
 from django.template.defaulttags import URLNode, url
-from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
+from django.urls import NoReverseMatch, get_resolver, get_script_prefix, get_urlconf, reverse
 from django.utils.html import conditional_escape
 
 register = template.Library()
 
 
 @functools.lru_cache(maxsize=8192)
-def _reversed(view_name, args: tuple, kwargs: tuple, current_app, prefix: str, urlconf) -> str:
-    # The prefix and URL conf are read by reverse itself; they are in the key only so that a
-    # request under another script prefix or URL conf gets its own.
+def _reversed(view_name, args: tuple, kwargs: tuple, current_app, prefix: str, resolver) -> str:
+    # The prefix and the URL conf are read by reverse itself; they are in the key only so
+    # that a request under another script prefix or URL conf gets its own. The URL conf is
+    # keyed by its resolver, which Django makes anew when the conf changes (clear_url_caches,
+    # as override_settings(ROOT_URLCONF=…) does).
     return reverse(
-        view_name, urlconf=urlconf, args=args, kwargs=dict(kwargs), current_app=current_app
+        view_name,
+        urlconf=resolver.urlconf_name,
+        args=args,
+        kwargs=dict(kwargs),
+        current_app=current_app,
     )
 
 
@@ -32,7 +38,7 @@ def url_for(view_name: str, *args, current_app=None, **kwargs) -> str:
     """reverse(view_name, args=args, kwargs=kwargs), remembered per process."""
     key = (view_name, args, tuple(sorted(kwargs.items())), current_app)
     try:
-        return _reversed(*key, get_script_prefix(), get_urlconf())
+        return _reversed(*key, get_script_prefix(), get_resolver(get_urlconf()))
     except TypeError:  # an argument that cannot be a key
         return reverse(view_name, args=args, kwargs=kwargs, current_app=current_app)
 

@@ -3,7 +3,7 @@ download always holds what the page shows, with the same filters and order."""
 
 import datetime as dt
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from functools import lru_cache
 from html import escape
 from urllib.parse import quote_plus
@@ -13,7 +13,7 @@ from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
 from labgov.core.csv_export import csv_download
-from labgov.core.money import CENT, dollars, to_cents
+from labgov.core.money import to_cents, usd_text
 from labgov.core.templatetags.labgov import usd
 from labgov.runpod.history import Before
 
@@ -242,11 +242,8 @@ def _money_html(value, column) -> str:
     if type(value) is Decimal:  # usd's figure, without its checks and copy
         if not value:  # most cells of a pivot by month are zero: those skip the formatting
             return _ZERO_TD
-        cents = value.quantize(CENT, ROUND_HALF_EVEN)
-        if value < 0:  # "over", and a minus unless it rounds to zero cents
-            text = f"−${dollars(-cents)}" if cents else "$0.00"
-            return f'<td class="num over">{text}</td>'
-        return f'<td class="num">${dollars(cents)}</td>'
+        text = usd_text(to_cents(value))
+        return f'<td class="num over">{text}</td>' if value < 0 else f'<td class="num">{text}</td>'
     if value is None or value == "":
         return _EMPTY_NUM_TD
     if not value:

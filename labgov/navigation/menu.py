@@ -127,5 +127,4 @@ def menu_html(items: list[Item]) -> str:
 def menu(request):
     from django.utils.functional import SimpleLazyObject
 
-    items = SimpleLazyObject(lambda: menu_for(request))
-    return {"menu": items, "menu_html": SimpleLazyObject(lambda: menu_html(items))}
+    return {"menu_html": SimpleLazyObject(lambda: menu_html(menu_for(request)))}

@@ -3,7 +3,7 @@
 
 import pytest
 from django.template import engines
-from django.urls import NoReverseMatch, reverse, set_script_prefix
+from django.urls import NoReverseMatch, path, reverse, set_script_prefix
 
 from labgov.core.reversing import CachedURLNode, url_for
 
@@ -49,6 +49,19 @@ def test_another_script_prefix_gets_its_own_links(prefix):
     assert url_for("dashboard:lab", 3) == "/spend/labs/3/"
 
 
+def test_another_url_conf_gets_its_own_links():
+    """A link remembered under one URL conf is never served under another (a test's
+    override_settings(ROOT_URLCONF=…), which makes Django build its resolver anew)."""
+    from django.test import override_settings
+
+    assert url_for("home") == "/"
+    with override_settings(ROOT_URLCONF=__name__):
+        assert url_for("home") == "/elsewhere/"
+        assert render("{% url 'home' %}") == "/elsewhere/"
+    assert url_for("home") == "/"
+    assert render("{% url 'home' %}") == "/"
+
+
 def test_every_templates_url_tag_is_the_cached_one_and_answers_as_djangos():
     template = engines["django"].from_string("{% url 'dashboard:lab' 5 %}")
     nodes = template.template.nodelist.get_nodes_by_type(CachedURLNode)
@@ -79,3 +92,11 @@ def test_a_link_is_escaped_as_djangos_tag_escapes_it():
         conditional_escape(raw)
     )
     assert render("{% autoescape off %}" + tag + "{% endautoescape %}", action=action) == raw
+
+
+def _nowhere(request):  # pragma: no cover - only reversed, never called
+    raise AssertionError
+
+
+# The URL conf test_another_url_conf_gets_its_own_links switches to.
+urlpatterns = [path("elsewhere/", _nowhere, name="home")]

@@ -3,7 +3,7 @@ from decimal import Decimal
 from django import template
 from django.utils.html import format_html
 
-from labgov.core.money import dollars, to_cents
+from labgov.core.money import to_cents, usd_text
 
 register = template.Library()
 
@@ -12,8 +12,7 @@ register = template.Library()
 def usd(amount) -> str:
     if amount is None or amount == "":
         return "–"
-    value = to_cents(Decimal(amount))
-    return f"−${dollars(-value)}" if value < 0 else f"${dollars(abs(value))}"
+    return usd_text(to_cents(Decimal(amount)))
 
 
 @register.filter

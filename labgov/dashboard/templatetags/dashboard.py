@@ -1,11 +1,11 @@
 import datetime as dt
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from html import escape
 
 from django import template
 from django.utils.safestring import mark_safe
 
-from labgov.core.money import CENT, dollars
+from labgov.core.money import to_cents, usd_text
 from labgov.core.templatetags.labgov import usd
 
 register = template.Library()
@@ -44,8 +44,7 @@ def _figure(value) -> str:
     and checks for the Decimals: a month of days by category has ~140. Digits, $, −, commas,
     points and a dash: nothing to escape."""
     if type(value) is Decimal:
-        cents = value.quantize(CENT, ROUND_HALF_EVEN)
-        return f"−${dollars(-cents)}" if cents < 0 else f"${dollars(abs(cents))}"
+        return usd_text(to_cents(value))
     return escape(usd(value))
 
 
