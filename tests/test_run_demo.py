@@ -69,10 +69,15 @@ def _started(tmp_path):
             break
     else:
         pytest.fail(f"scripts/run-demo ended before starting (exit {script.wait()})")
-    deadline = time.monotonic() + 10
-    while len(_session(script.pid)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)  # the web server starts just after the line
+    # The web server starts just after the line: bash forks, and the fork shows as
+    # "bash scripts/run-demo" until it execs, so wait for the commands themselves, not for a
+    # count of processes.
+    wanted = ("runpod_simulator", "run_schedule", "runserver --noreload")
+    deadline = time.monotonic() + 30
     running = _session(script.pid)
+    while not all(any(w in p for p in running) for w in wanted) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        running = _session(script.pid)
     assert any("runpod_simulator" in p for p in running), running
     assert any("run_schedule" in p for p in running), running
     assert any("runserver --noreload" in p for p in running), running
