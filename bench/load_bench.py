@@ -280,6 +280,8 @@ def main() -> None:
     parser.add_argument("--coldfront-port", type=int, help="default: a free one")
     parser.add_argument("--coldfront-times", type=int, default=100, help="its test data times")
     args = parser.parse_args()
+    if shutil.which("wrk") is None:  # before the database is built, not after
+        sys.exit("load_bench: wrk is not installed (Debian: apt-get install wrk)")
     if args.coldfront and "off" not in args.modes:
         raise SystemExit("--coldfront compares with the cache off: --modes must hold off")
 
