@@ -67,7 +67,13 @@ def _database_exists(name: str) -> bool:
 def _world(records: int, reuse: bool) -> dict:
     """Who to log in as and what to open: built afresh, or read from the kept database."""
     if reuse and _database_exists(DB):
+        from django.core.management import call_command
+
         from labgov.accounts.models import Lab, User
+
+        # Kept from an older checkout: brought up to this one's migrations (which fill what
+        # they add from the data there, as they would in production).
+        call_command("migrate", verbosity=0, interactive=False)
 
         lab_admin = User.objects.get(username="person0000")
         student = User.objects.get(username=f"person{dashboard_bench.LABS:04d}")

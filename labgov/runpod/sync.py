@@ -29,7 +29,8 @@ order, each held to its commit:
    assignments by rule.
 5. The ledger: the slice's usage entries in one INSERT, whose trigger upserts the totals of
    their funding sources and allocations in one statement sorted by owner (funding/totals.py).
-6. Rollups: the slice's days, then their months.
+6. Rollups: the slice's days, the same days by lab (the account's own rows), then their
+   months.
 
 The sync's own bookkeeping on the account row (its lock, progress, balance) is single
 statements outside these transactions. A slice that still meets a deadlock or a serialization

@@ -36,7 +36,7 @@ from labgov.runpod.models import BillingRecord, Resource, RunpodAccount
 from labgov.transfers.models import CostTransfer
 from labgov.usage.models import Category, ClosedPeriod, DailySpend, MonthlySpend
 from labgov.usage.periods import billing_period
-from labgov.usage.services import months_rebuild, spend_changed, split_moves
+from labgov.usage.services import lab_days_rebuild, months_rebuild, spend_changed, split_moves
 
 S = CostTransfer.State
 
@@ -352,6 +352,7 @@ def _apply(transfer: CostTransfer, actor, now: dt.datetime) -> None:
         )
         for allocation, amount in legs
     )
+    lab_days_rebuild(account=transfer.account, days=[transfer.month])
     months_rebuild(account=transfer.account, months={transfer.month})
     spend_changed(account_id=transfer.account_id, days=[transfer.month])
     audit_record(

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from labgov.core.admin import ReadOnlyAdmin
-from labgov.usage.models import ClosedPeriod, DailySpend, MonthlySpend, SpendVersion
+from labgov.usage.models import ClosedPeriod, DailySpend, LabDailySpend, MonthlySpend, SpendVersion
 
 # Rollups are derived from billing records by the sync; they are read here, never edited.
 
@@ -11,6 +11,14 @@ class DailySpendAdmin(ReadOnlyAdmin):
     list_display = ["day", "account", "category", "allocation", "lab", "amount_usd"]
     list_filter = ["category", "account"]
     list_select_related = ["account", "allocation", "lab"]
+    date_hierarchy = "day"
+
+
+@admin.register(LabDailySpend)
+class LabDailySpendAdmin(ReadOnlyAdmin):
+    list_display = ["day", "account", "lab", "category", "amount_usd"]
+    list_filter = ["category", "account"]
+    list_select_related = ["account", "lab"]
     date_hierarchy = "day"
 
 

@@ -88,6 +88,32 @@ class DailySpend(SpendRollup):
         return f"{self.day} {self.category} {self.amount_usd}"
 
 
+class LabDailySpend(models.Model):
+    """The attributed daily rollups (DailySpend with an allocation) of one account summed by
+    lab, day and category: what a lab's daily chart and a person's share of their lab read,
+    about 30 rows for a lab's day instead of one per allocation and category (3,900 rows for
+    30 days of a lab of 50 people). Rebuilt from DailySpend wherever DailySpend changes
+    (lab_days_rebuild), in the same transaction and under the account's lock, so it always
+    equals DailySpend's sums; per account, so syncs of two accounts never share a row."""
+
+    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
+    lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    day = models.DateField()
+    category = models.CharField(max_length=30, choices=Category.choices)
+    amount_usd = PreciseMoneyField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "lab", "day", "category"], name="lab_daily_spend_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["lab", "day"])]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.category} {self.amount_usd}"
+
+
 class MonthlySpend(SpendRollup):
     month = models.DateField(help_text="The first day of the month.")
 

@@ -12,7 +12,7 @@ from labgov.core.periods import UTC
 from labgov.funding.models import Allocation
 from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import Assignment, AssignmentShare, BillingRecord, ResourceKind
-from labgov.usage.models import Category, DailySpend, MonthlySpend, SpendVersion
+from labgov.usage.models import Category, DailySpend, LabDailySpend, MonthlySpend, SpendVersion
 
 COLUMNS = [
     "total_usd",
@@ -130,7 +130,8 @@ def span_sums(*, account, days, unowned: bool = True) -> SpanSums:
 
 
 def rollups_rebuild(*, account, days, sums: SpanSums | None = None) -> None:
-    """Recompute the account's daily and monthly rollups for these UTC days from its billing
+    """Recompute the account's daily and monthly rollups (and the daily ones by lab,
+    lab_days_rebuild) for these UTC days from its billing
     records (`sums`, when the caller has summed them already: span_sums of these days). Runs
     in the caller's transaction (the one that wrote the records), under the account row's
     lock (taken here if the caller has not): slices of one sync rebuild each month they touch
@@ -167,8 +168,34 @@ def rollups_rebuild(*, account, days, sums: SpanSums | None = None) -> None:
         ],
         batch_size=1000,
     )
+    lab_days_rebuild(account=account, days=days)
     months_rebuild(account=account, months={d.replace(day=1) for d in days})
     spend_changed(account_id=account.pk, days=days)
+
+
+def lab_days_rebuild(*, account, days) -> None:
+    """Recompute the account's LabDailySpend rows of these UTC days from its daily rollups,
+    under the account row's lock (taken here if the caller has not): the rows are the
+    account's own, as its DailySpend rows are, so no other account's writer meets them."""
+    days = sorted(set(days))
+    if not days:
+        return
+    account_lock_serial(account.pk)
+    attributed = DailySpend.objects.filter(
+        account=account, day__in=days, allocation__isnull=False, lab__isnull=False
+    )
+    sums = grouped_multi_sums(attributed, ["lab_id", "day", "category"], ["amount_usd"])
+    LabDailySpend.objects.filter(account=account, day__in=days).delete()
+    LabDailySpend.objects.bulk_create(
+        [
+            LabDailySpend(
+                account=account, lab_id=lab_id, day=day, category=category, amount_usd=total[0]
+            )
+            for (lab_id, day, category), total in sums.items()
+            if total[0]
+        ],
+        batch_size=1000,
+    )
 
 
 def spend_changed(*, account_id: int, days) -> None:

@@ -7,11 +7,13 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.db import transaction
 
 from labgov.funding.models import LedgerEntry
 from labgov.funding.services import ledger_post
 from labgov.runpod.models import Resource
 from labgov.usage.models import Category, DailySpend, MonthlySpend
+from labgov.usage.services import lab_days_rebuild
 from tests.factories import ResourceFactory, RunpodAccountFactory
 
 NOW = dt.datetime(2026, 3, 18, 12, 0, tzinfo=dt.UTC)
@@ -33,8 +35,9 @@ def add_spend(
     category: str = Category.GPU_COMPUTE,
     ledger: bool = True,
 ) -> None:
-    """One day's spend in the daily and monthly rollups, as the sync would leave it; with
-    `ledger`, the matching usage on the ledger too (attributed spend only)."""
+    """One day's spend in the daily and monthly rollups (and the daily ones by lab), as the
+    sync would leave it; with `ledger`, the matching usage on the ledger too (attributed
+    spend only)."""
     amount = Decimal(amount)
     owners = {"lab_id": account.lab_id}
     if allocation is not None:
@@ -51,7 +54,9 @@ def add_spend(
         "amount_usd": amount,
         **owners,
     }
-    DailySpend.objects.create(day=day, **common)
+    with transaction.atomic():  # the rebuild locks the account row, to its commit
+        DailySpend.objects.create(day=day, **common)
+        lab_days_rebuild(account=account, days=[day])
     MonthlySpend.objects.create(month=day.replace(day=1), **common)
     if ledger and allocation is not None:
         ledger_post(

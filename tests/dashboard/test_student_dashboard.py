@@ -104,8 +104,9 @@ def test_query_count_is_pinned_and_independent_of_data_size(world, spend, client
     grow(world, spend, 10)
     large, response = count_queries(client, _url())
     # session, user, scope; my allocations with figures; the burn window per allocation; my
-    # resources (my pods to stop and start among them); the lab's spend per day, mine and not.
-    assert small == large == 7
+    # resources (my pods to stop and start among them); the lab's spend per day (its rollups by
+    # lab) and mine (my rollups).
+    assert small == large == 8
     assert len(response.context["data"].tables["allocations"].rows) == 11
 
 

@@ -12,6 +12,7 @@ from labgov.runpod.services import resource_assign
 from labgov.runpod.sync import account_sync
 from labgov.usage.models import Category, DailySpend, MonthlySpend
 from tests.fixtures_sim import hour
+from tests.lab_days import assert_lab_days_match
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
 UTC = dt.UTC
@@ -43,6 +44,7 @@ def _assert_consistent(account):
         Decimal(0),
     )
     assert monthly == sum(records.values(), Decimal(0))
+    assert_lab_days_match()
 
 
 def test_rollups_follow_syncs_resyncs_and_reassignments(sim, world, sim_account, fast_clients):

@@ -39,11 +39,12 @@ PALETTE = [
 ]
 
 
-def daily_sums(q: Q, first: dt.date, last: dt.date, keys: list[str]) -> dict[tuple, Decimal]:
-    """Exact sums of daily rollups matching q on the days first..last (included)."""
-    return grouped_sums(
-        DailySpend.objects.filter(q, day__gte=first, day__lte=last), keys, "amount_usd"
-    )
+def daily_sums(
+    q: Q, first: dt.date, last: dt.date, keys: list[str], *, model=DailySpend
+) -> dict[tuple, Decimal]:
+    """Exact sums of daily rollups (DailySpend, or LabDailySpend: `model`) matching q on the
+    days first..last (included)."""
+    return grouped_sums(model.objects.filter(q, day__gte=first, day__lte=last), keys, "amount_usd")
 
 
 def burn_sums(q: Q, today: dt.date, key: str) -> dict:
@@ -57,11 +58,11 @@ class DailySums:
     it on every request: its SQL is compiled once per process (labgov/core/compiled.py).
     PostgreSQL sums numeric exactly; elsewhere daily_sums sums in Python."""
 
-    def __init__(self, q_of: Callable[..., Q], keys: list[str]):
-        self.q_of, self.keys = q_of, keys
+    def __init__(self, q_of: Callable[..., Q], keys: list[str], *, model=DailySpend):
+        self.q_of, self.keys, self.model = q_of, keys, model
         self._query = CompiledValues(
             lambda first, last, **ids: (
-                DailySpend.objects.filter(q_of(**ids), day__gte=first, day__lte=last)
+                model.objects.filter(q_of(**ids), day__gte=first, day__lte=last)
                 .values(*keys)
                 .annotate(_sum0=Sum("amount_usd"))
                 .values_list(*keys, "_sum0")
@@ -70,7 +71,7 @@ class DailySums:
 
     def __call__(self, first: dt.date, last: dt.date, **ids) -> dict[tuple, Decimal]:
         if connection.vendor != "postgresql":
-            return daily_sums(self.q_of(**ids), first, last, self.keys)
+            return daily_sums(self.q_of(**ids), first, last, self.keys, model=self.model)
         n = len(self.keys)
         rows = self._query.rows(first=first, last=last, **ids)
         return {tuple(row[:n]): row[n] or ZERO for row in rows}

@@ -40,7 +40,7 @@ from labgov.dashboard.selectors.common import (
 from labgov.dashboard.tables import DATE, MONEY, TEXT, Column, Row, Table
 from labgov.funding.models import FundingSource
 from labgov.invoicing.bridge import LabMonth, lab_month
-from labgov.usage.models import Category
+from labgov.usage.models import Category, LabDailySpend
 
 DEFAULT_DAYS = 30
 
@@ -68,7 +68,9 @@ _BURNS = DailySums(
     lambda lab_id: Q(lab_id=lab_id, funding_source__isnull=False), ["funding_source_id"]
 )
 _IN_PERIOD = DailySums(lambda lab_id: Q(lab_id=lab_id), ["category", "allocation_id"])
-_BY_DAY = DailySums(lambda lab_id: Q(lab_id=lab_id, allocation__isnull=False), ["day", "category"])
+# The attributed spend by day and category: the lab's rollups by lab (LabDailySpend), about
+# 30 times fewer rows than its DailySpend rows with an allocation, whose sums they are.
+_BY_DAY = DailySums(lambda lab_id: Q(lab_id=lab_id), ["day", "category"], model=LabDailySpend)
 _SHOWN = CompiledValues(
     lambda lab_id: shown_query(Q(current_allocation__funding_source__lab_id=lab_id))
 )
