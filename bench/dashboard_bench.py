@@ -297,7 +297,8 @@ def _rollups(world: dict) -> dict:
 
 
 def _verify_sample() -> dict:
-    """The rollups of a sample of allocations and days equal the sums of the raw records."""
+    """The rollups of a sample of allocations and days equal the sums of the raw records, and
+    the rollups by lab the sums of the daily ones."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -326,6 +327,23 @@ def _verify_sample() -> dict:
             """
         )
         checked, mismatched = cursor.fetchone()
+        # The daily rollups by lab, all of them, against the sums of the daily ones.
+        cursor.execute(
+            """
+            WITH summed AS (
+                SELECT account_id, lab_id, day, category, sum(amount_usd) AS total
+                FROM usage_dailyspend
+                WHERE allocation_id IS NOT NULL AND lab_id IS NOT NULL
+                GROUP BY 1, 2, 3, 4
+                HAVING sum(amount_usd) <> 0
+            )
+            SELECT count(*), count(*) FILTER (WHERE s.total IS DISTINCT FROM l.amount_usd)
+            FROM summed s FULL JOIN usage_labdailyspend l
+              ON s.account_id = l.account_id AND s.lab_id = l.lab_id AND s.day = l.day
+             AND s.category = l.category
+            """
+        )
+        lab_checked, lab_mismatched = cursor.fetchone()
         cursor.execute(
             "SELECT (SELECT count(*) FROM runpod_billingrecord),"
             " (SELECT count(*) FROM usage_dailyspend), (SELECT count(*) FROM usage_monthlyspend),"
@@ -334,12 +352,15 @@ def _verify_sample() -> dict:
         records, daily, monthly, ledger = cursor.fetchone()
     if mismatched or not checked:
         sys.exit(f"rollups differ from the raw records: {mismatched} of {checked} sampled")
+    if lab_mismatched:
+        sys.exit(f"rollups by lab differ from the daily ones: {lab_mismatched} of {lab_checked}")
     return {
         "billing_records": records,
         "daily_rollup_rows": daily,
         "monthly_rollup_rows": monthly,
         "ledger_entries": ledger,
         "rollup_sample_checked": checked,
+        "lab_rollup_rows_checked": lab_checked,
     }
 
 
