@@ -10,47 +10,34 @@ from django.db import transaction
 
 from labgov.usage.models import Category, DailySpend, LabDailySpend
 from labgov.usage.services import lab_days_rebuild
+from tests.dashboard.conftest import add_spend
 from tests.factories import AllocationFactory, RunpodAccountFactory
 from tests.lab_days import assert_lab_days_match
 
 DAY = dt.date(2026, 11, 3)
 
 
-def _row(account, day, amount, allocation=None, category=Category.GPU_COMPUTE):
-    owners = {"lab_id": account.lab_id}
-    if allocation is not None:
-        owners = {
-            "allocation": allocation,
-            "funding_source_id": allocation.funding_source_id,
-            "lab_id": allocation.funding_source.lab_id,
-            "user_id": allocation.user_id,
-        }
-    DailySpend.objects.create(
-        account=account,
-        institution_id=account.institution_id,
-        day=day,
-        category=category,
-        amount_usd=D(amount),
-        **owners,
-    )
-
-
 def _spend(world):
     """Two accounts paying two labs' allocations: several allocations of one lab on one day
-    and category, a group that sums to zero, and unattributed spend."""
+    and category, a group that sums to zero, and unattributed spend; daily rollups only."""
     main = RunpodAccountFactory(institution=world.institution, name="Main")
     spare = RunpodAccountFactory(institution=world.institution, name="Spare")
     classmate = AllocationFactory(funding_source=world.funding_source)
     other = AllocationFactory(funding_source=world.other_funding_source)
-    _row(main, DAY, "1.0000000001", world.allocation)
-    _row(main, DAY, "2.5", classmate)
-    _row(main, DAY, "0.25", world.allocation, Category.POD_DISK)
-    _row(main, DAY, "7", other)
-    _row(main, DAY, "-3", world.allocation, Category.CPU_COMPUTE)  # a credit back …
-    _row(main, DAY, "3", classmate, Category.CPU_COMPUTE)  # … and a charge: zero in sum
-    _row(main, DAY, "9.99")  # unattributed: no lab's chart shows it
-    _row(spare, DAY, "4", world.allocation)
-    _row(spare, DAY + dt.timedelta(days=1), "0.0000000001", classmate)
+    rows = [
+        (main, DAY, "1.0000000001", world.allocation, Category.GPU_COMPUTE),
+        (main, DAY, "2.5", classmate, Category.GPU_COMPUTE),
+        (main, DAY, "0.25", world.allocation, Category.POD_DISK),
+        (main, DAY, "7", other, Category.GPU_COMPUTE),
+        (main, DAY, "-3", world.allocation, Category.CPU_COMPUTE),  # a credit back …
+        (main, DAY, "3", classmate, Category.CPU_COMPUTE),  # … and a charge: zero in sum
+        (main, DAY, "9.99", None, Category.GPU_COMPUTE),  # unattributed: in no lab's chart
+        (spare, DAY, "4", world.allocation, Category.GPU_COMPUTE),
+        (spare, DAY + dt.timedelta(days=1), "0.0000000001", classmate, Category.GPU_COMPUTE),
+    ]
+    for account, day, amount, allocation, category in rows:
+        add_spend(account, day, amount, allocation=allocation, category=category, ledger=False)
+    LabDailySpend.objects.all().delete()  # what the rebuild and the migration make again
     return main, spare
 
 
@@ -81,7 +68,6 @@ def test_the_rebuild_sums_an_accounts_attributed_rollups_by_lab_day_and_category
 
 def test_the_migration_fills_them_from_the_rollups_there(world):
     _spend(world)
-    LabDailySpend.objects.all().delete()
     migration = importlib.import_module("labgov.usage.migrations.0009_lab_daily_spend")
     migration.fill(apps, None)
     assert_lab_days_match()
