@@ -70,6 +70,21 @@ def test_my_share_of_the_labs_spend(world, spend, client_for):
     assert rest["data"] == [D("5.00"), D("5.00"), D("0.00")]
 
 
+def test_another_labs_spend_is_not_shown_by_asking_for_it(world, spend, client_for):
+    """?lab= naming a lab the person is not in shows their own lab's share, never the other
+    lab's totals by day."""
+    _classmate_spends(world, spend)
+    stranger = AllocationFactory(funding_source=world.other_funding_source)
+    for d in (1, 2):
+        add_spend(spend.account, TODAY - dt.timedelta(days=d), "777.00", allocation=stranger)
+    other_lab = world.other_funding_source.lab_id
+    start = (TODAY - dt.timedelta(days=2)).isoformat()
+    data = client_for(world.member).get(_url(lab=other_lab, start=start)).context["data"]
+    assert data.lab_id == world.lab.pk != other_lab
+    assert data.totals["lab"] == D("32")  # the member's 22 and the classmate's 10, as above
+    assert all(D("777") not in r.cells for r in data.tables["share"].rows)
+
+
 def test_only_totals_of_the_others_are_shown(world, spend, client_for):
     classmate = _classmate_spends(world, spend)
     page = client_for(world.member).get(_url()).content.decode()
