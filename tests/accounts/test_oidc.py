@@ -10,6 +10,7 @@ import pytest
 
 from labgov.accounts.models import ExternalIdentity, Membership, Role, User
 from labgov.audit.models import AuditEvent
+from labgov.core.tls import default_context
 from tests.factories import InstitutionFactory, LabFactory, MembershipFactory, UserFactory
 from tests.oidc_provider import StandInProvider
 
@@ -39,7 +40,7 @@ def sign_in(client, provider, claims, *, code_hook=None):
     start = client.get("/oidc/authenticate/")
     assert start.status_code == 302, start
     assert start["Location"].startswith(provider.issuer + "/authorize?")
-    back = httpx.get(start["Location"], follow_redirects=False)
+    back = httpx.get(start["Location"], follow_redirects=False, verify=default_context())
     assert back.status_code == 302
     callback = urlsplit(back.headers["location"])
     if code_hook:

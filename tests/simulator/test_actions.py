@@ -260,8 +260,10 @@ def test_a_volume_a_stopped_pod_mounts_cannot_be_deleted_until_the_pod_is_termin
 def test_every_v2_route_needs_the_bearer_key(sim, headers, detail):
     import httpx
 
+    from labgov.core.tls import default_context
+
     for path in ("/v2/pods", "/v2/billing", "/v2/catalog/gpus", "/v2/nope"):
-        response = httpx.get(sim.base_url + path, headers=headers)
+        response = httpx.get(sim.base_url + path, headers=headers, verify=default_context())
         assert response.status_code == 401
         assert response.headers["content-type"] == "application/problem+json"
         assert detail in decoded(response)["detail"]
