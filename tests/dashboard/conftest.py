@@ -96,11 +96,20 @@ def spend(world) -> Spend:
         type(obj).objects.filter(pk=obj.pk).update(**period)
         obj.refresh_from_db()
     account = RunpodAccountFactory(institution=world.institution, name="Main")
-    for i in range(1, 11):
-        day = TODAY - dt.timedelta(days=i)
-        add_spend(account, day, "10.00", allocation=world.allocation)
-        add_spend(account, day, "1.00", allocation=world.allocation, category=Category.POD_DISK)
-    add_spend(account, TODAY - dt.timedelta(days=2), "5.00")  # unattributed
+    days = [TODAY - dt.timedelta(days=i) for i in range(1, 11)]
+    for day in days:
+        add_spend(account, day, "10.00", allocation=world.allocation, rebuild=False)
+        add_spend(
+            account,
+            day,
+            "1.00",
+            allocation=world.allocation,
+            category=Category.POD_DISK,
+            rebuild=False,
+        )
+    add_spend(account, TODAY - dt.timedelta(days=2), "5.00", rebuild=False)  # unattributed
+    with transaction.atomic():  # one rebuild of the rollups by lab for all of it, as a sync
+        lab_days_rebuild(account=account, days=days)
     mounted = ResourceFactory(
         account=account,
         kind="network_volume",
