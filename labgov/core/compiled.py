@@ -59,8 +59,12 @@ class CompiledValues:
     """`build(**values)` returns a values_list queryset; `rows(**values)` runs it. Its
     values are ints (ids), dates and collections of ids (for an `any_of`), passed by name."""
 
-    def __init__(self, build: Callable[..., QuerySet]):
+    def __init__(self, build: Callable[..., QuerySet], *, prepared: bool | None = None):
+        """`prepared`: whether PostgreSQL keeps the query prepared (parsed once and, where a
+        generic plan is as cheap, planned once); by default a query taking dates is planned
+        each time for its dates, the rest is prepared (see rows)."""
         self.build = build
+        self.prepared = prepared
         self._compiled: dict[str, tuple[str, list, dict[int, str]] | None] = {}
         # Per compiled key: whether its rows hold a timestamptz (known after its first run).
         self._timestamps: dict[str, bool] = {}
@@ -110,9 +114,13 @@ class CompiledValues:
             value = values[name]
             params[i] = list(value) if isinstance(value, tuple | set | frozenset) else value
         # A range of days is planned for its days: a generic plan, made once for any range,
-        # read a lab's 30 days of rollups at 1.3-1.6x the CPU of a plan for those dates.
-        dated = any(isinstance(v, dt.date) for v in values.values())
-        with connection.cursor() if dated else _prepared_cursor(connection) as cursor:
+        # guesses a range holds a few rows (16 of a lab's 3,900 in 30 days), and read a lab's
+        # days of rollups by sorting them, at 1.3-4x the CPU of a plan for those dates. A query
+        # of few rows whatever the range (a person's own, the rollups by lab) says prepared.
+        prepared = self.prepared
+        if prepared is None:
+            prepared = not any(isinstance(v, dt.date) for v in values.values())
+        with _prepared_cursor(connection) if prepared else connection.cursor() as cursor:
             if self._timestamps.get(key) and _utc_session(connection):
                 _fast_timestamps(cursor.cursor)
             cursor.execute(sql, params)

