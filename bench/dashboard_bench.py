@@ -344,6 +344,22 @@ def _verify_sample() -> dict:
             """
         )
         lab_checked, lab_mismatched = cursor.fetchone()
+        # The monthly rollups by funding source, all of them, against the monthly ones' sums.
+        cursor.execute(
+            """
+            WITH summed AS (
+                SELECT account_id, funding_source_id, month, sum(amount_usd) AS total
+                FROM usage_monthlyspend
+                GROUP BY 1, 2, 3
+                HAVING sum(amount_usd) <> 0
+            )
+            SELECT count(*), count(*) FILTER (WHERE s.total IS DISTINCT FROM m.amount_usd)
+            FROM summed s FULL JOIN usage_sourcemonthlyspend m
+              ON s.account_id = m.account_id AND s.month = m.month
+             AND s.funding_source_id IS NOT DISTINCT FROM m.funding_source_id
+            """
+        )
+        source_checked, source_mismatched = cursor.fetchone()
         cursor.execute(
             "SELECT (SELECT count(*) FROM runpod_billingrecord),"
             " (SELECT count(*) FROM usage_dailyspend), (SELECT count(*) FROM usage_monthlyspend),"
@@ -354,6 +370,11 @@ def _verify_sample() -> dict:
         sys.exit(f"rollups differ from the raw records: {mismatched} of {checked} sampled")
     if lab_mismatched:
         sys.exit(f"rollups by lab differ from the daily ones: {lab_mismatched} of {lab_checked}")
+    if source_mismatched:
+        sys.exit(
+            "rollups by funding source differ from the monthly ones: "
+            f"{source_mismatched} of {source_checked}"
+        )
     return {
         "billing_records": records,
         "daily_rollup_rows": daily,
@@ -361,6 +382,7 @@ def _verify_sample() -> dict:
         "ledger_entries": ledger,
         "rollup_sample_checked": checked,
         "lab_rollup_rows_checked": lab_checked,
+        "source_rollup_rows_checked": source_checked,
     }
 
 

@@ -204,7 +204,7 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
     access.require_person(actor, "Removing a Runpod account")
     from labgov.alerts.models import Alert
     from labgov.runpod.sync import lock_claim
-    from labgov.usage.models import DailySpend, LabDailySpend, MonthlySpend
+    from labgov.usage.models import DailySpend, LabDailySpend, MonthlySpend, SourceMonthlySpend
 
     locked = RunpodAccount.objects.select_for_update().get(pk=account.pk)
     if lock_claim(locked.pk, timezone.now()) is None:
@@ -249,6 +249,7 @@ def account_remove(*, actor, account: RunpodAccount) -> RemovalSummary:
         Alert.objects.filter(resource__in=resources).delete()
         LabDailySpend.objects.filter(account=locked).delete()
         DailySpend.objects.filter(account=locked).delete()
+        SourceMonthlySpend.objects.filter(account=locked).delete()
         MonthlySpend.objects.filter(account=locked).delete()
         BillingRecord.objects.filter(resource__in=resources).delete()
         AccountBillingRecord.objects.filter(account=locked).delete()

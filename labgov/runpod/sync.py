@@ -30,7 +30,7 @@ order, each held to its commit:
 5. The ledger: the slice's usage entries in one INSERT, whose trigger upserts the totals of
    their funding sources and allocations in one statement sorted by owner (funding/totals.py).
 6. Rollups: the slice's days, the same days by lab (the account's own rows), then their
-   months.
+   months and the same months by funding source (the account's own rows).
 
 The sync's own bookkeeping on the account row (its lock, progress, balance) is single
 statements outside these transactions. A slice that still meets a deadlock or a serialization

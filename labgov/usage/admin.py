@@ -1,7 +1,14 @@
 from django.contrib import admin
 
 from labgov.core.admin import ReadOnlyAdmin
-from labgov.usage.models import ClosedPeriod, DailySpend, LabDailySpend, MonthlySpend, SpendVersion
+from labgov.usage.models import (
+    ClosedPeriod,
+    DailySpend,
+    LabDailySpend,
+    MonthlySpend,
+    SourceMonthlySpend,
+    SpendVersion,
+)
 
 # Rollups are derived from billing records by the sync; they are read here, never edited.
 
@@ -27,6 +34,13 @@ class MonthlySpendAdmin(ReadOnlyAdmin):
     list_display = ["month", "account", "category", "allocation", "lab", "amount_usd"]
     list_filter = ["category", "account"]
     list_select_related = ["account", "allocation", "lab"]
+
+
+@admin.register(SourceMonthlySpend)
+class SourceMonthlySpendAdmin(ReadOnlyAdmin):
+    list_display = ["month", "account", "funding_source", "amount_usd"]
+    list_filter = ["account"]
+    list_select_related = ["account", "funding_source"]
 
 
 @admin.register(ClosedPeriod)

@@ -12,7 +12,14 @@ from labgov.core.periods import UTC
 from labgov.funding.models import Allocation
 from labgov.runpod.locks import account_lock_serial
 from labgov.runpod.models import Assignment, AssignmentShare, BillingRecord, ResourceKind
-from labgov.usage.models import Category, DailySpend, LabDailySpend, MonthlySpend, SpendVersion
+from labgov.usage.models import (
+    Category,
+    DailySpend,
+    LabDailySpend,
+    MonthlySpend,
+    SourceMonthlySpend,
+    SpendVersion,
+)
 
 COLUMNS = [
     "total_usd",
@@ -367,3 +374,31 @@ def months_rebuild(*, account, months: set[dt.date]) -> None:
             for (category, allocation_id, fs_id, lab_id, user_id), total in sums.items()
             if total[0]
         )
+    source_months_rebuild(account=account, months=months)
+
+
+def source_months_rebuild(*, account, months) -> None:
+    """Recompute the account's SourceMonthlySpend rows of these months from its monthly
+    rollups, under the account row's lock (taken here if the caller has not): the rows are
+    the account's own, as its MonthlySpend rows are, so no other account's writer meets them."""
+    months = sorted(set(months))
+    if not months:
+        return
+    account_lock_serial(account.pk)
+    rollups = MonthlySpend.objects.filter(account=account, month__in=months)
+    sums = grouped_multi_sums(rollups, ["funding_source_id", "month"], ["amount_usd"])
+    SourceMonthlySpend.objects.filter(account=account, month__in=months).delete()
+    SourceMonthlySpend.objects.bulk_create(
+        [
+            SourceMonthlySpend(
+                account=account,
+                institution_id=account.institution_id,
+                funding_source_id=fs_id,
+                month=month,
+                amount_usd=total[0],
+            )
+            for (fs_id, month), total in sums.items()
+            if total[0]
+        ],
+        batch_size=1000,
+    )

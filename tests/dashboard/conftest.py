@@ -13,9 +13,9 @@ from labgov.funding.models import LedgerEntry
 from labgov.funding.services import ledger_post
 from labgov.runpod.models import Resource
 from labgov.usage.models import Category, DailySpend, MonthlySpend
-from labgov.usage.services import lab_days_rebuild
+from labgov.usage.services import lab_days_rebuild, source_months_rebuild
+from tests.derived_rollups import assert_derived_rollups_match
 from tests.factories import ResourceFactory, RunpodAccountFactory
-from tests.lab_days import assert_lab_days_match
 
 NOW = dt.datetime(2026, 3, 18, 12, 0, tzinfo=dt.UTC)
 TODAY = NOW.date()
@@ -37,10 +37,11 @@ def add_spend(
     ledger: bool = True,
     rebuild: bool = True,
 ) -> None:
-    """One day's spend in the daily and monthly rollups (and the daily ones by lab), as the
-    sync would leave it; with `ledger`, the matching usage on the ledger too (attributed
-    spend only). `rebuild=False` leaves the daily rollups by lab to the caller, who rebuilds
-    them once for all the days it added (`lab_days_rebuild`), as a sync does."""
+    """One day's spend in the daily and monthly rollups (and those summed from them: by lab
+    and day, by funding source and month), as the sync would leave it; with `ledger`, the
+    matching usage on the ledger too (attributed spend only). `rebuild=False` leaves the
+    summed rollups to the caller, who rebuilds them once for all the days it added
+    (`rebuild_summed`), as a sync does."""
     amount = Decimal(amount)
     owners = {"lab_id": account.lab_id}
     if allocation is not None:
@@ -57,11 +58,10 @@ def add_spend(
         "amount_usd": amount,
         **owners,
     }
-    with transaction.atomic():  # the rebuild locks the account row, to its commit
-        DailySpend.objects.create(day=day, **common)
-        if rebuild:
-            lab_days_rebuild(account=account, days=[day])
+    DailySpend.objects.create(day=day, **common)
     MonthlySpend.objects.create(month=day.replace(day=1), **common)
+    if rebuild:
+        rebuild_summed(account, [day])
     if ledger and allocation is not None:
         ledger_post(
             actor=None,
@@ -70,6 +70,14 @@ def add_spend(
             kind=LedgerEntry.Kind.USAGE,
             amount_usd=amount,
         )
+
+
+def rebuild_summed(account, days) -> None:
+    """The rollups summed from the daily and monthly ones, for these days, as the sync leaves
+    them (lab_days_rebuild, and source_months_rebuild from months_rebuild)."""
+    with transaction.atomic():  # the rebuilds lock the account row, to its commit
+        lab_days_rebuild(account=account, days=days)
+        source_months_rebuild(account=account, months={d.replace(day=1) for d in days})
 
 
 @dataclass
@@ -108,8 +116,7 @@ def spend(world) -> Spend:
             rebuild=False,
         )
     add_spend(account, TODAY - dt.timedelta(days=2), "5.00", rebuild=False)  # unattributed
-    with transaction.atomic():  # one rebuild of the rollups by lab for all of it, as a sync
-        lab_days_rebuild(account=account, days=days)
+    rebuild_summed(account, days)  # once for all of it, as a sync
     mounted = ResourceFactory(
         account=account,
         kind="network_volume",
@@ -169,7 +176,7 @@ def grow(world, spend: Spend, n: int) -> None:
     days = set()
 
     def add(day: dt.date, amount: str, **kwargs) -> None:
-        # The rollups by lab are rebuilt once below: one rebuild per row (~5 ms each) was
+        # The summed rollups are rebuilt once below: one rebuild per row (~5 ms each) was
         # half of a test that grows by ten.
         days.add(day)
         add_spend(spend.account, day, amount, rebuild=False, **kwargs)
@@ -204,9 +211,8 @@ def grow(world, spend: Spend, n: int) -> None:
         ResourceFactory(account=spend.account, status="RUNNING", current_allocation=extra)
         add(TODAY - dt.timedelta(days=i % 10 + 1), "0.75")
         add(TODAY - dt.timedelta(days=40 + i), "3.00", allocation=world.allocation)
-    with transaction.atomic():  # the rebuild locks the account row, to its commit
-        lab_days_rebuild(account=spend.account, days=days)
-    assert_lab_days_match()  # the pages read them: as one rebuild per row would leave them
+    rebuild_summed(spend.account, days)
+    assert_derived_rollups_match()  # the pages read them: as one rebuild per row would leave them
 
 
 def count_queries(client, url: str, **extra) -> tuple[int, object]:

@@ -14,8 +14,8 @@ from labgov.transfers.services import Refused, available_to_move, cost_transfer_
 from labgov.transfers.splits import resource_split_set
 from labgov.usage.models import DailySpend, MonthlySpend
 from labgov.usage.periods import period_close
+from tests.derived_rollups import assert_derived_rollups_match
 from tests.factories import AllocationFactory
-from tests.lab_days import assert_lab_days_match
 from tests.transfers.conftest import NOV, T0, hours
 
 SPLIT_AT = dt.datetime(2026, 11, 3, tzinfo=dt.UTC)
@@ -157,7 +157,7 @@ def test_billing_synced_after_the_split_follows_the_shares(world, spent):
         justification="All of it back",
     )
     assert _rollup(account, second) == ZERO
-    assert_lab_days_match()
+    assert_derived_rollups_match()
 
 
 def test_who_may_split_and_within_which_rules(world, spent):

@@ -13,8 +13,8 @@ from labgov.runpod.models import BillingRecord, Resource, ResourceKind
 from labgov.runpod.sync import account_sync
 from labgov.transfers.splits import resource_split_set
 from labgov.usage.models import DailySpend
+from tests.derived_rollups import assert_derived_rollups_match
 from tests.factories import AllocationFactory
-from tests.lab_days import assert_lab_days_match
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
 
@@ -58,4 +58,4 @@ def test_a_split_pod_after_resyncs(sim, world, sim_account, fast_clients):
     for allocation in (world.allocation, second):
         spent = Allocation.objects.with_figures().get(pk=allocation.pk).spent_usd
         assert spent == rollups[allocation.pk]
-    assert_lab_days_match()
+    assert_derived_rollups_match()

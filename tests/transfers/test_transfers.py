@@ -21,8 +21,8 @@ from labgov.transfers.services import (
 from labgov.usage.models import Category, DailySpend, MonthlySpend
 from labgov.usage.periods import period_close
 from labgov.usage.services import rollups_rebuild
+from tests.derived_rollups import assert_derived_rollups_match
 from tests.factories import MembershipFactory
-from tests.lab_days import assert_lab_days_match
 from tests.transfers.conftest import NOV
 
 NOV_SPEND = Decimal("48.0000000048")
@@ -78,7 +78,7 @@ def test_finance_moves_spend_at_once_in_ledger_rollups_and_audit(world, spent):
     assert monthly[other.pk] == Decimal("10.5")
     assert sum(monthly.values()) == NOV_SPEND  # nothing created, nothing lost
     _assert_ledger_equals_rollups(world.allocation, other)
-    assert_lab_days_match()  # the lab's daily chart moves with it
+    assert_derived_rollups_match()  # the lab's daily chart moves with it
     actions = set(
         AuditEvent.objects.filter(
             target_type="transfers.costtransfer", target_id=str(transfer.pk)
@@ -88,7 +88,7 @@ def test_finance_moves_spend_at_once_in_ledger_rollups_and_audit(world, spent):
     # A re-sync rebuilds the month's rollups from records; the transfer's rows stay.
     rollups_rebuild(account=account, days=[NOV, dt.date(2026, 11, 2)])
     assert _monthly(account) == monthly
-    assert_lab_days_match()
+    assert_derived_rollups_match()
     # Both funding sources' invoices see it.
     out = transfers_for(world.funding_source, NOV, dt.date(2026, 12, 1))
     into = transfers_for(world.other_funding_source, NOV, dt.date(2026, 12, 1))

@@ -11,8 +11,8 @@ from django.db import transaction
 from labgov.usage.models import Category, DailySpend, LabDailySpend
 from labgov.usage.services import lab_days_rebuild
 from tests.dashboard.conftest import add_spend
+from tests.derived_rollups import assert_derived_rollups_match
 from tests.factories import AllocationFactory, RunpodAccountFactory
-from tests.lab_days import assert_lab_days_match
 
 DAY = dt.date(2026, 11, 3)
 
@@ -46,7 +46,7 @@ def test_the_rebuild_sums_an_accounts_attributed_rollups_by_lab_day_and_category
     with transaction.atomic():
         lab_days_rebuild(account=main, days=[DAY])
         lab_days_rebuild(account=spare, days=[DAY, DAY + dt.timedelta(days=1)])
-    assert_lab_days_match()
+    assert_derived_rollups_match()
     rows = {
         (r.account_id, r.lab_id, r.category): r.amount_usd
         for r in LabDailySpend.objects.filter(day=DAY)
@@ -62,7 +62,7 @@ def test_the_rebuild_sums_an_accounts_attributed_rollups_by_lab_day_and_category
     DailySpend.objects.filter(account=main, category=Category.POD_DISK).delete()
     with transaction.atomic():
         lab_days_rebuild(account=main, days=[DAY])
-    assert_lab_days_match()
+    assert_derived_rollups_match()
     assert LabDailySpend.objects.filter(account=spare).count() == 2
 
 
@@ -70,5 +70,5 @@ def test_the_migration_fills_them_from_the_rollups_there(world):
     _spend(world)
     migration = importlib.import_module("labgov.usage.migrations.0009_lab_daily_spend")
     migration.fill(apps, None)
-    assert_lab_days_match()
+    assert_derived_rollups_match()
     assert LabDailySpend.objects.count() == 5

@@ -11,8 +11,8 @@ from labgov.runpod.models import BillingRecord, Resource, ResourceKind
 from labgov.runpod.services import resource_assign
 from labgov.runpod.sync import account_sync
 from labgov.usage.models import Category, DailySpend, MonthlySpend
+from tests.derived_rollups import assert_derived_rollups_match
 from tests.fixtures_sim import hour
-from tests.lab_days import assert_lab_days_match
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
 UTC = dt.UTC
@@ -44,7 +44,7 @@ def _assert_consistent(account):
         Decimal(0),
     )
     assert monthly == sum(records.values(), Decimal(0))
-    assert_lab_days_match()
+    assert_derived_rollups_match()
 
 
 def test_rollups_follow_syncs_resyncs_and_reassignments(sim, world, sim_account, fast_clients):

@@ -1,6 +1,6 @@
 """Finance's and institution admins' dashboard: spend per month by lab, funding source, cost
-center and Runpod account, from the monthly rollups, with the unattributed spend beside it so
-every table adds up to the accounts' total."""
+center and Runpod account, from the monthly rollups by funding source (SourceMonthlySpend),
+with the unattributed spend beside it so every table adds up to the accounts' total."""
 
 import datetime as dt
 from collections import defaultdict
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import Q
 
 from labgov.accounts import access
 from labgov.accounts.models import today_utc
@@ -19,7 +19,7 @@ from labgov.dashboard.selectors.common import PALETTE, money, top_with_rest
 from labgov.dashboard.tables import MONEY, Column, Row, Table, query_with
 from labgov.funding.models import FundingSource
 from labgov.runpod.models import RunpodAccount
-from labgov.usage.models import MonthlySpend
+from labgov.usage.models import SourceMonthlySpend
 
 UNATTRIBUTED = "Unattributed"
 NO_COST_CENTER = "(no cost center)"
@@ -40,7 +40,10 @@ SUM_KEYS = ["account_id", "funding_source_id", "month"]
 
 
 def _monthly(q: Q, first: dt.date, last: dt.date):
-    return MonthlySpend.objects.filter(q, month__gte=first, month__lte=last)
+    """The monthly rollups summed by account, funding source and month: one row per key, about
+    7 times fewer than the monthly rollups they sum (573 against 4,296 for six months of 200
+    funding sources, whose sum was 1.8 of the page's 2.8 ms of PostgreSQL)."""
+    return SourceMonthlySpend.objects.filter(q, month__gte=first, month__lte=last)
 
 
 def _sources(q: Q):
@@ -64,14 +67,12 @@ def _accounts(q: Q):
     return RunpodAccount.objects.filter(q).values_list("pk", "name")
 
 
-# labgov/core/compiled.py. PostgreSQL sums numeric exactly (elsewhere grouped_sums does).
+# labgov/core/compiled.py. Its rows are the sums already (one per key); elsewhere (several
+# institutions, SQLite) grouped_sums adds those of the same key exactly.
 _SUMS = CompiledValues(
-    lambda institution_id, first, last: (
-        _monthly(Q(institution_id=institution_id), first, last)
-        .values(*SUM_KEYS)
-        .annotate(_sum0=Sum("amount_usd"))
-        .values_list(*SUM_KEYS, "_sum0")
-    )
+    lambda institution_id, first, last: _monthly(
+        Q(institution_id=institution_id), first, last
+    ).values_list(*SUM_KEYS, "amount_usd")
 )
 _SOURCES = CompiledValues(lambda institution_id: _sources(Q(institution_id=institution_id)))
 _ACCOUNTS = CompiledValues(lambda institution_id: _accounts(Q(institution_id=institution_id)))
