@@ -128,6 +128,18 @@ class _HTTPServer(ThreadingHTTPServer):
             self.connections.discard(request)
         super().shutdown_request(request)
 
+    def shutdown(self) -> None:
+        """serve_forever's end, without waiting out its poll interval: the loop checks for
+        the request to stop when its select returns, so a connection to the server ends that
+        wait at once (each test's simulator spent ~35 ms stopping). Knocked until the loop
+        has ended: a knock before the request to stop is only an empty connection."""
+        stopping = threading.Thread(target=super().shutdown, name="simulator-stop", daemon=True)
+        stopping.start()
+        while stopping.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection(self.server_address[:2], timeout=0.5).close()
+            stopping.join(0.005)
+
     def close_connections(self) -> None:
         with self.connections_lock:
             open_now = list(self.connections)
