@@ -30,7 +30,7 @@ from labgov.runpod.services import (
 )
 from labgov.runpod.sync import account_sync
 from labgov.simulator import SimulatorServer, load_scenario
-from labgov.usage.models import DailySpend
+from labgov.usage.models import DailySpend, LabDailySpend, SourceMonthlySpend
 from labgov.usage.periods import period_close
 from tests.factories import InstitutionFactory, ResourceFactory, RunpodAccountFactory
 
@@ -270,6 +270,8 @@ def test_removing_a_mistaken_connection_takes_its_data_and_reverses_its_ledger_u
     )
     assert billed > 0 and spent > 0
     resources = Resource.objects.filter(account=mistaken).count()
+    summed = (LabDailySpend.objects.filter(account=mistaken), SourceMonthlySpend.objects.all())
+    assert all(rows.exists() for rows in summed)  # the rollups summed from the rollups
 
     url = reverse("runpod:account_remove", args=[mistaken.pk])
     client = client_for(world.inst_admin)
@@ -288,6 +290,7 @@ def test_removing_a_mistaken_connection_takes_its_data_and_reverses_its_ledger_u
     assert not RunpodAccount.objects.filter(pk=mistaken.pk).exists()
     assert list(Resource.objects.all()) == [kept_pod]
     assert not BillingRecord.objects.exists() and not DailySpend.objects.exists()
+    assert not any(rows.exists() for rows in summed)
     entries = LedgerEntry.objects.filter(source=f"runpod-account:{mistaken.pk}")
     assert entries.filter(amount_usd__lt=0).exists()  # reversals, the originals stay
     assert sum(entries.values_list("amount_usd", flat=True), Decimal(0)) == 0

@@ -25,6 +25,7 @@ from labgov.runpod.models import (
     SyncRun,
 )
 from labgov.usage.models import Category, DailySpend
+from tests.derived_rollups import assert_derived_rollups_match
 
 FILES = Path(__file__).parent / "focus_files"
 NOW = dt.datetime(2026, 11, 10, 12, tzinfo=UTC)
@@ -209,6 +210,7 @@ def test_the_ledger_and_rollups_follow_a_rule_on_a_tag(world, source):
         )
     )
     assert usage == Decimal("25.5456789013")
+    assert_derived_rollups_match()  # the rollups by lab and by funding source followed
 
 
 @pytest.mark.parametrize(
