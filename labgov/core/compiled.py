@@ -116,7 +116,7 @@ class CompiledValues:
         # A range of days is planned for its days: a generic plan, made once for any range,
         # guesses a range holds a few rows (16 of a lab's 3,900 in 30 days), and read a lab's
         # days of rollups by sorting them, at 1.3-4x the CPU of a plan for those dates. A query
-        # of few rows whatever the range (a person's own, the rollups by lab) says prepared.
+        # of few rows whatever the range (a person's own, the rollups by lab) stays prepared.
         prepared = self.prepared
         if prepared is None:
             prepared = not any(isinstance(v, dt.date) for v in values.values())
