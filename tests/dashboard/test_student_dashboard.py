@@ -70,6 +70,22 @@ def test_my_share_of_the_labs_spend(world, spend, client_for):
     assert rest["data"] == [D("5.00"), D("5.00"), D("0.00")]
 
 
+def test_a_day_the_lab_nets_to_zero_leaves_the_others_my_negative(world, spend, client_for):
+    """My $7 and a classmate's $7 credit on one day: the lab spent nothing that day (its
+    rollups by lab hold no row for it), so the others' part is -$7 and the lab's total $0."""
+    classmate = AllocationFactory(funding_source=world.funding_source)
+    day = TODAY - dt.timedelta(days=20)  # before the spend fixture's ten days
+    add_spend(spend.account, day, "7.00", allocation=world.allocation, category="cpu_compute")
+    add_spend(spend.account, day, "-7.00", allocation=classmate, category="cpu_compute")
+    data = (
+        client_for(world.member)
+        .get(_url(start=day.isoformat(), end=day.isoformat()))
+        .context["data"]
+    )
+    assert [r.cells[:3] for r in data.tables["share"].rows] == [[day, D("7"), D("-7")]]
+    assert data.totals["mine"] == D("7") and data.totals["lab"] == D("0")
+
+
 def test_another_labs_spend_is_not_shown_by_asking_for_it(world, spend, client_for):
     """?lab= naming a lab the person is not in shows their own lab's share, never the other
     lab's totals by day."""

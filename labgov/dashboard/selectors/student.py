@@ -238,8 +238,10 @@ def _share_by_day(user, lab_id: int, period: DayRange) -> dict[tuple, Decimal]:
     share: dict[tuple, Decimal] = {}
     for (day,), amount in mine.items():
         share[(day, True)] = amount
-    for (day,), total in lab.items():
-        share[(day, False)] = total - mine.get((day,), ZERO)
+    # A day the lab's spend sums to zero has no rollup by lab: the others' part is then the
+    # negative of mine, not nothing (or the lab's total would read as mine).
+    for (day,) in lab.keys() | mine.keys():
+        share[(day, False)] = lab.get((day,), ZERO) - mine.get((day,), ZERO)
     return share
 
 
