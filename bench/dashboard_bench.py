@@ -351,7 +351,6 @@ def _verify_sample() -> dict:
                 SELECT account_id, funding_source_id, month, sum(amount_usd) AS total
                 FROM usage_monthlyspend
                 GROUP BY 1, 2, 3
-                HAVING sum(amount_usd) <> 0
             )
             SELECT count(*), count(*) FILTER (WHERE s.total IS DISTINCT FROM m.amount_usd)
             FROM summed s FULL JOIN usage_sourcemonthlyspend m

@@ -120,8 +120,9 @@ class SourceMonthlySpend(models.Model):
     source, cost center and account read, 573 rows for six months of an institution of 200
     funding sources instead of 4,296 monthly ones. Rebuilt from MonthlySpend wherever
     MonthlySpend changes (source_months_rebuild, from months_rebuild), in the same
-    transaction and under the account's lock, so it always equals MonthlySpend's sums; per
-    account, so syncs of two accounts never share a row."""
+    transaction and under the account's lock, so it always equals MonthlySpend's sums (a
+    month that nets to zero included: one row per key MonthlySpend has); per account, so
+    syncs of two accounts never share a row."""
 
     account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
     institution = models.ForeignKey(

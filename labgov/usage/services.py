@@ -397,8 +397,9 @@ def source_months_rebuild(*, account, months) -> None:
                 month=month,
                 amount_usd=total[0],
             )
+            # A month whose rollups net to zero keeps its row: the funding source had spend
+            # in it, and finance's page lists it as it listed the monthly rollups' sum.
             for (fs_id, month), total in sums.items()
-            if total[0]
         ],
         batch_size=1000,
     )

@@ -73,6 +73,26 @@ def test_spend_by_lab_funding_source_cost_center_and_account_per_month(world, sp
     assert data.total_usd == D("157.50") and data.unattributed_usd == D("7.50")
 
 
+def test_a_grant_whose_month_nets_to_zero_is_still_listed(world, spend, client_for):
+    """A grant that ended in 2025 got a charge and its credit back in February: nothing in
+    sum, but spend in the range, so finance's page lists it with $0 (its monthly rollups by
+    funding source keep a row of zero)."""
+    from tests.factories import FundingSourceFactory
+
+    ended = FundingSourceFactory(
+        lab=world.lab,
+        name="Ended grant",
+        start_date=dt.date(2024, 1, 1),
+        end_date=dt.date(2025, 12, 31),
+    )
+    allocation = AllocationFactory(funding_source=ended, user=world.member)
+    add_spend(spend.account, FEB, "12.00", allocation=allocation)
+    add_spend(spend.account, FEB, "-12.00", allocation=allocation, category="cloud_credit")
+    data = client_for(world.finance).get(_url(start="2026-02", end="2026-02")).context["data"]
+    funding = _by_name(data.tables["funding"])
+    assert funding["Ended grant"][-2:] == [D("0"), D("0")]
+
+
 def test_unattributed_spend_links_to_the_queue(world, spend, client_for):
     page = client_for(world.inst_admin).get(_url()).content.decode()
     assert reverse("runpod:unattributed") in page

@@ -21,8 +21,8 @@ DECEMBER = dt.date(2026, 12, 1)
 
 def _spend(world):
     """Two accounts paying two funding sources over two months: several allocations and
-    categories of one source in a month, a source whose month sums to zero, and unattributed
-    spend."""
+    categories of one source in a month, a source whose month nets to zero (a row of zero,
+    as finance's page lists it), and unattributed spend."""
     main = RunpodAccountFactory(institution=world.institution, name="Main")
     spare = RunpodAccountFactory(institution=world.institution, name="Spare")
     classmate = AllocationFactory(funding_source=world.funding_source)
@@ -58,7 +58,8 @@ def test_the_rebuild_sums_an_accounts_monthly_rollups_by_funding_source_and_mont
         (main.pk, None, NOVEMBER): D("9.99"),
         (main.pk, world.funding_source.pk, DECEMBER): D("4"),
         (spare.pk, world.funding_source.pk, NOVEMBER): D("0.0000000001"),
-    }  # no row for the other source, whose November sums to zero
+        (main.pk, world.other_funding_source.pk, NOVEMBER): D("0"),  # kept: it had spend
+    }
     assert {r.institution_id for r in SourceMonthlySpend.objects.all()} == {world.institution.pk}
 
     # The monthly rollups rebuilt after the account's daily ones changed: the sums follow,
@@ -77,4 +78,4 @@ def test_the_migration_fills_them_from_the_rollups_there(world):
     migration = importlib.import_module("labgov.usage.migrations.0010_source_monthly_spend")
     migration.fill(apps, None)
     assert_derived_rollups_match()
-    assert SourceMonthlySpend.objects.count() == 4
+    assert SourceMonthlySpend.objects.count() == 5

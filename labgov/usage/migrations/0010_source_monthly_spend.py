@@ -30,7 +30,6 @@ def fill(apps, schema_editor):
                 amount_usd=amount,
             )
             for (account_id, funding_source_id, month), amount in sums.items()
-            if amount
         ),
         batch_size=1000,
     )
