@@ -223,7 +223,13 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
     `upsert=False` inserts them plainly, for a window that holds none of them yet (the
     first sync of a day): ON CONFLICT's speculative insertion costs about a third of the
     write. A record that exists after all fails it with a unique violation. `records`: the
-    SQL of the records array (`_records_of`)."""
+    SQL of the records array (`_records_of`).
+
+    Where PostgreSQL's time goes, for a slice of 44,256 pod records (8.6 MB, plain inserts,
+    ~520 ms): reading the records ~175 ms, of which ~53 ms is the json cast's own validating
+    pass over the text (json_in and json_recv both validate; jsonb_to_recordset is slower,
+    ~260 ms, and jsonb_array_elements with ->> no better); inserting them ~210 ms, what COPY
+    spends on the same rows; the joins and the three counts over `src` ~70 ms."""
     _, id_field = BILLING_ENDPOINTS[kind]
     amounts = ["totalAmount", *KIND_AMOUNTS[kind]]
     declared = ", ".join(
