@@ -9,7 +9,9 @@ Needs a database built by bench/load_bench.py (`--reuse` keeps it) and Redis for
 cache (`--redis-db`, emptied first). CPU time (`time.process_time`) is what the machine's other
 load weighs on least; the parts are cProfile's cumulative times over the same requests (each
 part includes what it calls, so they overlap: session inside middleware, selectors inside the
-view), in ms per request. Writes JSON to bench/results/.
+view), in ms per request. Then each of one request's queries is run again (`--query-repeats`
+times, as it ran: prepared or not) for the PostgreSQL backend CPU it costs: the floor a page's
+database work sets, query by query. Writes JSON to bench/results/.
 """
 
 import argparse
@@ -62,6 +64,46 @@ def _part_times(stats: pstats.Stats, requests: int) -> dict[str, float]:
     return found
 
 
+def _query_costs(client, path: str, backend: int, repeats: int) -> list[dict]:
+    """What each of one request's queries costs PostgreSQL: the request's queries (SQL and
+    parameters, and whether they ran prepared: core/compiled.py's cursor) run again
+    `repeats` times each on the same connection, its backend's CPU read from /proc. The
+    floor a page's database work sets, query by query, whatever Python does around it."""
+    from django.db import connection
+
+    from labgov.core.compiled import _prepared_cursor
+
+    ran = []
+
+    def record(execute, sql, params, many, context):
+        prepared = type(context["cursor"].cursor).__name__ == "Prepared"
+        ran.append((sql, params, prepared))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        assert client.get(path, secure=True).status_code == 200
+    costs = []
+    for sql, params, prepared in ran:
+        with _prepared_cursor(connection) if prepared else connection.cursor() as cursor:
+            for _ in range(6):  # prepared: past PostgreSQL's 5 custom plans, to its generic one
+                cursor.execute(sql, params)
+                cursor.fetchall()
+            before, w0 = procs.process_cpu(backend), time.perf_counter()
+            for _ in range(repeats):
+                cursor.execute(sql, params)
+                cursor.fetchall()
+            backend_ms = (procs.process_cpu(backend) - before) * 1000 / repeats
+            costs.append(
+                {
+                    "sql": " ".join(sql.split()),
+                    "prepared": prepared,
+                    "backend_cpu_ms": round(backend_ms, 3),
+                    "wall_ms": round((time.perf_counter() - w0) * 1000 / repeats, 3),
+                }
+            )
+    return sorted(costs, key=lambda q: -q["backend_cpu_ms"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", default="labgov_loadbench")
@@ -77,6 +119,12 @@ def main() -> None:
         "--only", default="", help="show only functions whose file holds this (labgov/, …)"
     )
     parser.add_argument("--dump", help="a directory to write each page's cProfile stats to")
+    parser.add_argument(
+        "--query-repeats",
+        type=int,
+        default=200,
+        help="each of a page's queries run again this many times for its PostgreSQL CPU (0: not)",
+    )
     args = parser.parse_args()
 
     redis_url = f"redis://127.0.0.1:6379/{args.redis_db}"
@@ -173,6 +221,19 @@ def main() -> None:
         )
         for name, ms in results[page]["parts_ms_per_request_profiled"].items():
             print(f"   {name:<32}{ms:>8.2f} ms")
+        if args.query_repeats:
+            queries = _query_costs(client, path, backend, args.query_repeats)
+            results[page]["queries"] = queries
+            print(
+                f"   its {len(queries)} queries, each run again {args.query_repeats} times as "
+                "it ran (prepared or not), PostgreSQL backend CPU and wall ms per run:"
+            )
+            for q in queries:
+                print(f"   {q['backend_cpu_ms']:>7.2f} {q['wall_ms']:>7.2f}  {q['sql'][:96]}")
+            print(
+                f"   {sum(q['backend_cpu_ms'] for q in queries):>7.2f} "
+                f"{sum(q['wall_ms'] for q in queries):>7.2f}  in all"
+            )
         print("\n".join(out.getvalue().splitlines()[: args.top + 12]))
     results["load_average"] = os.getloadavg()
     target = ROOT / "bench" / "results"
