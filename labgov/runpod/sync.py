@@ -46,7 +46,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass
 
 import psycopg
@@ -99,6 +99,9 @@ CONTENTION_WHY = {
 }
 # How often a slice is written whole before the sync gives up on it.
 SLICE_ATTEMPTS = 3
+# Slices downloaded ahead of the writers: two, so that two writers finishing together both
+# find a slice waiting (with one, the second waited for its download).
+FETCH_AHEAD = 2
 
 BILLING_KINDS = (
     BillingKind.POD,
@@ -421,30 +424,45 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
                 raise RuntimeError("the sync lock was lost; another worker may have taken over")
             _progress(run, progress_done=run.progress_done + 1, counts=counts)
 
-        # The next slice downloads while earlier ones are written; at most `writers + 2` are
-        # held at once, so memory stays bounded whatever the window.
-        pending = fetcher.submit(fetch, slices[0]) if slices else None
-        in_flight: deque = deque()
+        # The next slices download (FETCH_AHEAD of them, one at a time) while earlier ones
+        # are written; at most `writers + FETCH_AHEAD` are held at once, so memory stays
+        # bounded whatever the window. A writer that finishes takes the next slice at once,
+        # whichever of the slices in flight it wrote: waiting for them in order left it idle
+        # while an earlier, larger slice was still being written.
+        ahead: deque = deque()
+        fetched = 0
+
+        def fetch_ahead() -> None:
+            nonlocal fetched
+            while fetched < len(slices) and len(ahead) < FETCH_AHEAD:
+                ahead.append(fetcher.submit(fetch, slices[fetched]))
+                fetched += 1
+
+        fetch_ahead()
+        in_flight: set = set()
         billing_started = clock()
         waited = 0.0
-        for index in range(len(slices)):
+        for _ in range(len(slices)):
             wait_started = clock()
-            payload = pending.result()
+            payload = ahead.popleft().result()
             waited += clock() - wait_started
-            pending = fetcher.submit(fetch, slices[index + 1]) if index + 1 < len(slices) else None
+            fetch_ahead()
             if writers == 1:
-                in_flight.append(_completed(_slice_write, account, payload))
+                in_flight.add(_completed(_slice_write, account, payload))
             else:
-                in_flight.append(
+                in_flight.add(
                     writer_pool.submit(
                         _slice_write_in_thread, account.pk, payload, writer_connections
                     )
                 )
             del payload
             while len(in_flight) >= writers:
-                collect(in_flight.popleft())
-        while in_flight:
-            collect(in_flight.popleft())
+                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in done:
+                    in_flight.discard(future)
+                    collect(future)
+        for future in as_completed(in_flight):
+            collect(future)
         seconds["billing"] = clock() - billing_started
         seconds["billing_waiting_for_runpod"] = waited
     finish_started = clock()
@@ -553,6 +571,6 @@ def _completed(function, *args) -> Future:
     future: Future = Future()
     try:
         future.set_result(function(*args))
-    except Exception as exc:  # handed to collect(), which raises it in order
+    except Exception as exc:  # handed to collect(), which raises it
         future.set_exception(exc)
     return future

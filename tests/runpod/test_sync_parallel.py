@@ -1,6 +1,7 @@
 """On PostgreSQL, whole-day slices are written by several threads at once; the result must be
 exactly what one writer produces."""
 
+import threading
 import time
 from decimal import Decimal
 
@@ -103,3 +104,47 @@ def test_several_writers_give_what_one_writer_gives(
         account_remove(actor=second_admin, account=account)
     assert results[1] == results[3]
     assert results[3]["records"] == results[3]["daily"] == results[3]["monthly"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_that_is_done_takes_the_next_slice_while_a_slow_one_is_written(
+    sim, world, fast_clients, settings, monkeypatch
+):
+    """Two writers, the first slice slow to write (a second's pause): the other writer goes
+    on with the slices after it meanwhile, not idle until the slow one is done."""
+    settings.LABGOV_SYNC_SLICE_HOURS = 24
+    settings.LABGOV_SYNC_WRITERS = 2
+    events: list[tuple[str, object]] = []  # ("start" or "end", the slice's start), in order
+    lock = threading.Lock()
+    write_slice = billing_store.write_slice
+
+    def recording(*, account, payload):
+        with lock:
+            slow = not events
+            events.append(("start", payload.start))
+        if slow:
+            time.sleep(1)
+        try:
+            return write_slice(account=account, payload=payload)
+        finally:
+            with lock:
+                events.append(("end", payload.start))
+
+    monkeypatch.setattr(billing_store, "write_slice", recording)
+    account = account_connect(
+        actor=world.inst_admin,
+        institution=world.institution,
+        name="Sim",
+        api_key=sim.api_key,
+        base_url=sim.base_url,
+    )
+    run = account_sync(account_id=account.pk, client_factory=fast_clients)
+    assert run.status == "succeeded", run.error
+    assert run.progress_done == run.progress_total
+    slow = events[0][1]
+    until_done = events[: events.index(("end", slow))]
+    meanwhile = [start for kind, start in until_done if kind == "start" and start != slow]
+    assert len([kind for kind, _ in events if kind == "start"]) >= 5
+    # The other writer's first slice, then more: waiting for the slices in order, it had
+    # written its one and sat idle until the slow one was done.
+    assert len(meanwhile) >= 3, events
