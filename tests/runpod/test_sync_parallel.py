@@ -108,7 +108,7 @@ def test_several_writers_give_what_one_writer_gives(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_writer_that_is_done_takes_the_next_slice_while_a_slow_one_is_written(
-    sim, world, fast_clients, settings, monkeypatch
+    sim_account, fast_clients, settings, monkeypatch
 ):
     """Two writers, the first slice slow to write (a second's pause): the other writer goes
     on with the slices after it meanwhile, not idle until the slow one is done."""
@@ -131,14 +131,7 @@ def test_a_writer_that_is_done_takes_the_next_slice_while_a_slow_one_is_written(
                 events.append(("end", payload.start))
 
     monkeypatch.setattr(billing_store, "write_slice", recording)
-    account = account_connect(
-        actor=world.inst_admin,
-        institution=world.institution,
-        name="Sim",
-        api_key=sim.api_key,
-        base_url=sim.base_url,
-    )
-    run = account_sync(account_id=account.pk, client_factory=fast_clients)
+    run = account_sync(account_id=sim_account.pk, client_factory=fast_clients)
     assert run.status == "succeeded", run.error
     assert run.progress_done == run.progress_total
     slow = events[0][1]
