@@ -53,6 +53,15 @@ def browser(monkeypatch):
         connections.close_all()
 
 
+def htmx_settled(page) -> None:
+    """Wait until htmx has settled what it swapped in: new content is plain HTML until htmx
+    processes it, in its settle step (20 ms after the swap, when it takes the `htmx-added`
+    class off). A field changed or a link clicked before that is not htmx's yet: the change
+    sends nothing, the click loads the whole page."""
+    busy = ".htmx-added, .htmx-settling, .htmx-swapping, .htmx-request"
+    page.wait_for_function("busy => !document.querySelector(busy)", arg=busy)
+
+
 def login(browser, live_server, user):
     """A new page logged in as `user` (every test user's password is "pw")."""
     page = browser.new_context().new_page()

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.dashboard.conftest import TODAY
-from tests.fixtures_browser import login
+from tests.fixtures_browser import htmx_settled, login
 from tests.provisioning.conftest import flushable_append_only  # noqa: F401 - a fixture
 
 pytestmark = [
@@ -44,11 +44,15 @@ def test_sorting_and_dates_update_the_page_in_place(page, live_server, world):
     resource = page.locator("#table-storage th", has=page.locator("a:text('Resource')"))
     resource.locator(".sort").wait_for()
     assert page.locator(storage).all_inner_texts() == ["forgotten", "old-checkpoints"]
+    htmx_settled(page)  # the link just swapped in must be htmx's before it is clicked
     page.click("#table-storage th a:text('Resource')")
     page.wait_for_url(re.compile(r".*storage_sort=-name"))
     page.wait_for_function(
         "() => document.querySelector('#table-storage tbody td').textContent === 'old-checkpoints'"
     )
+    # The range form came with the swap: changed before htmx settled it, it sent nothing (the
+    # test waited 15 s for a URL that never came, in about one run in three after other tests).
+    htmx_settled(page)
 
     first = (TODAY - dt.timedelta(days=2)).isoformat()
     page.fill("input[name=start]", first)
