@@ -107,37 +107,43 @@ def test_several_writers_give_what_one_writer_gives(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_writer_that_is_done_takes_the_next_slice_while_a_slow_one_is_written(
+def test_a_writer_that_is_done_takes_the_next_slice_while_a_held_one_is_written(
     sim_account, fast_clients, settings, monkeypatch
 ):
-    """Two writers, the first slice slow to write (a second's pause): the other writer goes
-    on with the slices after it meanwhile, not idle until the slow one is done."""
+    """Two writers, the first slice held until three others are written: the other writer goes
+    on with the slices after it meanwhile, not idle until the held one is done. Held by an
+    event rather than a pause, so a loaded machine cannot make the other writer look idle;
+    with the slices collected in order nothing would set it, and the held slice would go on
+    after 10 s with the assertion below failing."""
     settings.LABGOV_SYNC_SLICE_HOURS = 24
     settings.LABGOV_SYNC_WRITERS = 2
     events: list[tuple[str, object]] = []  # ("start" or "end", the slice's start), in order
     lock = threading.Lock()
+    others_written = threading.Event()
     write_slice = billing_store.write_slice
 
     def recording(*, account, payload):
         with lock:
-            slow = not events
+            held = not events
             events.append(("start", payload.start))
-        if slow:
-            time.sleep(1)
+        if held:
+            others_written.wait(timeout=10)
         try:
             return write_slice(account=account, payload=payload)
         finally:
             with lock:
                 events.append(("end", payload.start))
+                if sum(1 for kind, _ in events if kind == "end") >= 3:
+                    others_written.set()
 
     monkeypatch.setattr(billing_store, "write_slice", recording)
     run = account_sync(account_id=sim_account.pk, client_factory=fast_clients)
     assert run.status == "succeeded", run.error
     assert run.progress_done == run.progress_total
-    slow = events[0][1]
-    until_done = events[: events.index(("end", slow))]
-    meanwhile = [start for kind, start in until_done if kind == "start" and start != slow]
+    held = events[0][1]
+    until_done = events[: events.index(("end", held))]
+    meanwhile = [start for kind, start in until_done if kind == "start" and start != held]
     assert len([kind for kind, _ in events if kind == "start"]) >= 5
     # The other writer's first slice, then more: waiting for the slices in order, it had
-    # written its one and sat idle until the slow one was done.
+    # written its one and sat idle until the held one was done.
     assert len(meanwhile) >= 3, events
