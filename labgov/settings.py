@@ -282,6 +282,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    # The apps' static files, less those no page loads (labgov/core/staticfinders.py).
+    "labgov.core.staticfinders.ServedAppDirectoriesFinder",
+]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
 # Source maps are fetched only by a browser's developer tools: they are served as they are,
 # not compressed (two thirds of the vendored bytes, and of collectstatic's time).

@@ -35,6 +35,12 @@ def test_collectstatic_with_the_production_storage_then_pages_answer(
     assert list(production_static.rglob("*.map"))
     assert not list(production_static.rglob("*.map.br")) + list(production_static.rglob("*.map.gz"))
     assert "vendor/chart-4.6.1.umd.min.js" in manifest
+    # The apps' files pages load are there; those no page loads are not (staticfinders.py).
+    for served in ("admin/css/base.css", "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css"):
+        assert f'"{served}"' in manifest, served
+    for unserved in ("rest_framework/", "django_htmx/", "drf_spectacular_sidecar/redoc/"):
+        assert f'"{unserved}' not in manifest, unserved
+        assert not (production_static / unserved).exists(), unserved
     assert client.get(reverse("healthz")).status_code == 200
     login = client.get(reverse("login"))
     assert login.status_code == 200
