@@ -240,29 +240,36 @@ def _gunicorn_shape(env: dict) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
-def _coldfront_pages(bin_dir: Path, env: dict, pages: list[str], args, log: Path) -> dict:
-    """ColdFront's counterpart of each page, measured as labgov's are: its figures by page."""
+def _coldfront_pages(
+    bin_dir: Path, env: dict, database: str, pages: list[str], args, log: Path
+) -> dict:
+    """ColdFront's counterparts of each page (coldfront.PAGES), measured as labgov's are:
+    by page, the figures of each counterpart, the one the ratio is of first."""
     port = args.coldfront_port or _free_port()
     base = f"http://127.0.0.1:{port}"
-    figures_by_page = {}
+    project = coldfront.pi_project(database)
+    figures_by_page: dict[str, list] = {}
     with coldfront.Server(bin_dir, env, port, log) as server:
         coldfront.wait_ready(base, time.monotonic() + 60)
         sessions = {user: coldfront.login(base, user) for user in (coldfront.PI, coldfront.ADMIN)}
         for page in pages:
-            user, path = coldfront.PAGES[page]
-            for _ in range(3):  # every worker's first request
-                coldfront.check_page(
-                    base, path, sessions[user], coldfront.expected(page, args.coldfront_times)
-                )
-            figures = _measured(base + path, sessions[user], args, server.process.pid)
-            figures["path"] = path
-            figures["user"] = user
-            figures_by_page[page] = figures
-            print(f"ColdFront  {page:<8} {figures}", flush=True)
-        for page, figures in figures_by_page.items():
-            figures["statuses"] = server.statuses(figures["path"])
-            if set(figures["statuses"]) != {"200"} or figures["non_2xx_3xx"]:
-                raise SystemExit(f"ColdFront {page}: statuses {figures['statuses']}, see {log}")
+            for user, pattern in coldfront.PAGES[page]:
+                path = pattern.format(project=project)
+                texts = coldfront.expected(page, pattern.format(project=""), args.coldfront_times)
+                for _ in range(3):  # every worker's first request
+                    coldfront.check_page(base, path, sessions[user], texts)
+                figures = _measured(base + path, sessions[user], args, server.process.pid)
+                figures["path"] = path
+                figures["user"] = user
+                figures_by_page.setdefault(page, []).append(figures)
+                print(f"ColdFront  {page:<8} {figures}", flush=True)
+        for counterparts in figures_by_page.values():
+            for figures in counterparts:
+                figures["statuses"] = server.statuses(figures["path"])
+                if set(figures["statuses"]) != {"200"} or figures["non_2xx_3xx"]:
+                    raise SystemExit(
+                        f"ColdFront {figures['path']}: statuses {figures['statuses']}, see {log}"
+                    )
     return figures_by_page
 
 
@@ -408,7 +415,12 @@ def main() -> None:
                     raise SystemExit(f"{mode} {page}: statuses {statuses}, see {log_path}")
             if args.coldfront and mode == "cache off":
                 coldfront_results = _coldfront_pages(
-                    coldfront_bin, coldfront_env, pages, args, tmp / "coldfront-access.log"
+                    coldfront_bin,
+                    coldfront_env,
+                    coldfront_database,
+                    pages,
+                    args,
+                    tmp / "coldfront-access.log",
                 )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -443,21 +455,26 @@ def main() -> None:
             f"{'CPU ms/req labgov':>19}{'ColdFront':>10}{'ratio':>7}"
             f"{'p99 ms labgov':>14}{'ColdFront':>10}  load average"
         )
-        for page, f in coldfront_results.items():
+        for page, f in (
+            (page, f) for page, counterparts in coldfront_results.items() for f in counterparts
+        ):
             ours = results["cache off"][page]
             f["ratio"] = round(ours["requests_per_s"] / f["requests_per_s"], 2)
             f["cpu_ratio"] = round(
                 f["server_cpu_ms_per_request"] / max(ours["server_cpu_ms_per_request"], 0.01), 2
             )
+            headline = f is coldfront_results[page][0]
             print(
-                f"{page:<8} {f['path']:<38}{ours['requests_per_s']:>13.1f}"
+                f"{page if headline else '':<8} {f['path']:<38}{ours['requests_per_s']:>13.1f}"
                 f"{f['requests_per_s']:>10.1f}{f['ratio']:>7.2f}"
                 f"{ours['server_cpu_ms_per_request']:>19}{f['server_cpu_ms_per_request']:>10}"
                 f"{f['cpu_ratio']:>7.2f}{ours['p99_ms']:>14}{f['p99_ms']:>10}"
                 f"  {' '.join(map(str, f['load_average']))}"
             )
         print(
-            "ratio: labgov's requests/s over ColdFront's; ColdFront's CPU per request over labgov's"
+            "ratio: labgov's requests/s over ColdFront's; ColdFront's CPU per request over"
+            " labgov's. A page's first ColdFront page is its counterpart (bench/coldfront.py);"
+            " a row below it, another page measured beside it"
         )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
