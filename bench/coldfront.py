@@ -224,12 +224,13 @@ def login(base: str, username: str) -> str:
     return session
 
 
-def expected(page: str, path: str, times: int) -> list[str]:
+def expected(page: str, pattern: str, times: int) -> list[str]:
     """What the page must show for the person it is measured as (load_test_data's names and
-    counts: Carl Gray holds 4 allocations of 1 project; each copy adds 6 allocations)."""
+    counts: Carl Gray holds 4 allocations of 1 project; each copy adds 6 allocations).
+    `pattern`: the page's path as PAGES gives it."""
     if page == "student":
         return ["cgray", "Allocations: 4", "Chemistry-cgray", "Angular momentum in QGP"]
-    if page == "lab" and path == "/project/":
+    if page == "lab" and pattern == "/project/":
         return ["cgray", "Projects: 1", "Angular momentum in QGP holography"]
     if page == "lab":
         return ["Project Detail", "Angular momentum in QGP holography", "cgray@example.com",
