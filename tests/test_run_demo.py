@@ -31,6 +31,17 @@ if command in ("run_schedule", "runserver"):
 """
 
 
+# The script as a terminal starts its foreground job: with SIGINT's default disposition. A
+# test run started in the background by a shell without job control (`cmd &` in a script, or
+# under nohup) inherits SIGINT ignored, and a shell started with a signal ignored cannot trap
+# it (bash's manual): the Ctrl-C test then waited its 15 s for a script that never saw the
+# signal. Reset here, then exec'd: the script's pid is this process's.
+AS_A_TERMINAL_STARTS_IT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,7 +67,7 @@ def _started(tmp_path):
         "SIM_PORT": str(_free_port()),
     }
     script = subprocess.Popen(
-        ["bash", "scripts/run-demo"],
+        [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, "bash", "scripts/run-demo"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
