@@ -44,24 +44,52 @@ STORAGE_CATEGORIES = (
 class SpendRollup(models.Model):
     """Spend of one Runpod account in one category on one day (or month), for one allocation
     (null: unattributed). Funding source, lab and person are copied from the allocation so
-    pages group by them without joins."""
+    pages group by them without joins.
 
-    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
+    Its foreign keys have no index of their own: each rollup's indexes (Meta.indexes) lead
+    with each of them, then the day or month, and serve a lookup by the key alone too (the
+    pages' and the API's filters, a protected row's check on delete). A single-column index
+    beside each was kept up by every rollup write for no reader: 14 indexes a daily row where
+    8 do (tests/usage/test_rollup_indexes.py)."""
+
+    account = models.ForeignKey(
+        "runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     category = models.CharField(max_length=30, choices=Category.choices)
     allocation = models.ForeignKey(
-        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "funding.Allocation",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     funding_source = models.ForeignKey(
-        "funding.FundingSource", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "funding.FundingSource",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     lab = models.ForeignKey(
-        "accounts.Lab", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "accounts.Lab",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution", on_delete=models.PROTECT, related_name="+", db_index=False
     )
     amount_usd = PreciseMoneyField()
 
@@ -96,8 +124,14 @@ class LabDailySpend(models.Model):
     (lab_days_rebuild), in the same transaction and under the account's lock, so it always
     equals DailySpend's sums; per account, so syncs of two accounts never share a row."""
 
-    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
-    lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    # No index of their own: the unique constraint leads with the account, the index below
+    # with the lab.
+    account = models.ForeignKey(
+        "runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    lab = models.ForeignKey(
+        "accounts.Lab", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     day = models.DateField()
     category = models.CharField(max_length=30, choices=Category.choices)
     amount_usd = PreciseMoneyField()
@@ -124,9 +158,13 @@ class SourceMonthlySpend(models.Model):
     month that nets to zero included: one row per key MonthlySpend has); per account, so
     syncs of two accounts never share a row."""
 
-    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
+    # The account and the institution have no index of their own: the unique constraints lead
+    # with the account, the index below with the institution.
+    account = models.ForeignKey(
+        "runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution", on_delete=models.PROTECT, related_name="+", db_index=False
     )
     funding_source = models.ForeignKey(
         "funding.FundingSource", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -161,6 +199,10 @@ class MonthlySpend(SpendRollup):
             models.Index(fields=["account", "month"]),
             models.Index(fields=["institution", "month"]),
             models.Index(fields=["funding_source", "month"]),
+            # The API's spend list (access.spend_q): a lab's months, a person's own.
+            models.Index(fields=["allocation", "month"]),
+            models.Index(fields=["lab", "month"]),
+            models.Index(fields=["user", "month"]),
         ]
 
     def __str__(self) -> str:
