@@ -334,10 +334,14 @@ def _institutions_of(pending) -> frozenset[int] | None:
     return frozenset(found) or None
 
 
-def wrote(using: str = "default") -> None:
+def wrote(using: str = "default", sql: str | None = None) -> None:
     """For a write the execute wrapper cannot see: SQL sent on a psycopg cursor of Django's
-    connection (runpod/billing_store.py), in the scope around it."""
-    _wrote(connections[using], None)
+    connection (runpod/billing_store.py), in the scope around it; or, given the statement
+    (a COPY, core/bulk.py), counted as the wrapper counts one: its tables decide its scope,
+    and a write of tables no page reads counts for none."""
+    if sql is not None and not is_page_write(sql):
+        return
+    _wrote(connections[using], sql)
 
 
 def _wrote(connection, sql) -> None:

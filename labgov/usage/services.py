@@ -7,6 +7,7 @@ from django.db import connection
 from django.db.models import Case, F, Sum, When
 from django.db.models.functions import Coalesce, TruncDay
 
+from labgov.core.bulk import insert_rows
 from labgov.core.money import ZERO, grouped_multi_sums, split_by_shares
 from labgov.core.periods import UTC
 from labgov.funding.models import Allocation
@@ -159,21 +160,16 @@ def rollups_rebuild(*, account, days, sums: SpanSums | None = None) -> None:
     DailySpend.objects.filter(account=account, day__in=days).exclude(
         category=Category.TRANSFER
     ).delete()
-    DailySpend.objects.bulk_create(
-        [
-            DailySpend(
-                account=account,
-                institution_id=account.institution_id,
-                day=day,
-                category=category,
-                allocation_id=allocation_id,
-                amount_usd=amount,
-                **owners.get(allocation_id, {"lab_id": account.lab_id}),
-            )
+    unowned = (None, account.lab_id, None)  # its account's lab's, when the account has one
+    insert_rows(
+        DailySpend,
+        [*_ROLLUP_FIELDS, "day", "funding_source_id", "lab_id", "user_id"],
+        (
+            (account.pk, account.institution_id, category, allocation_id, amount, day)
+            + owners.get(allocation_id, unowned)
             for (day, category, allocation_id), amount in amounts.items()
             if amount
-        ],
-        batch_size=1000,
+        ),
     )
     lab_days_rebuild(account=account, days=days)
     months_rebuild(account=account, months={d.replace(day=1) for d in days})
@@ -193,15 +189,14 @@ def lab_days_rebuild(*, account, days) -> None:
     )
     sums = grouped_multi_sums(attributed, ["lab_id", "day", "category"], ["amount_usd"])
     LabDailySpend.objects.filter(account=account, day__in=days).delete()
-    LabDailySpend.objects.bulk_create(
-        [
-            LabDailySpend(
-                account=account, lab_id=lab_id, day=day, category=category, amount_usd=total[0]
-            )
+    insert_rows(
+        LabDailySpend,
+        ["account_id", "lab_id", "day", "category", "amount_usd"],
+        (
+            (account.pk, lab_id, day, category, total[0])
             for (lab_id, day, category), total in sums.items()
             if total[0]
-        ],
-        batch_size=1000,
+        ),
     )
 
 
@@ -340,13 +335,18 @@ def split_moves(
     return {k: v for k, v in deltas.items() if v}
 
 
-def _owners(allocation_ids) -> dict[int, dict]:
+def _owners(allocation_ids) -> dict[int, tuple]:
+    """Each allocation's (funding source id, lab id, user id), which its rollups copy."""
     return {
-        pk: {"funding_source_id": fs, "lab_id": lab, "user_id": user}
+        pk: (fs, lab, user)
         for pk, fs, lab, user in Allocation.objects.filter(pk__in=allocation_ids).values_list(
             "pk", "funding_source_id", "funding_source__lab_id", "user_id"
         )
     }
+
+
+# The fields every rollup row starts with, in insert_rows' order.
+_ROLLUP_FIELDS = ["account_id", "institution_id", "category", "allocation_id", "amount_usd"]
 
 
 def months_rebuild(*, account, months: set[dt.date]) -> None:
@@ -359,20 +359,15 @@ def months_rebuild(*, account, months: set[dt.date]) -> None:
         keys = ["category", "allocation_id", "funding_source_id", "lab_id", "user_id"]
         sums = grouped_multi_sums(days, keys, ["amount_usd"])
         MonthlySpend.objects.filter(account=account, month=month).delete()
-        MonthlySpend.objects.bulk_create(
-            MonthlySpend(
-                account=account,
-                institution_id=account.institution_id,
-                month=month,
-                category=category,
-                allocation_id=allocation_id,
-                funding_source_id=fs_id,
-                lab_id=lab_id,
-                user_id=user_id,
-                amount_usd=total[0],
-            )
-            for (category, allocation_id, fs_id, lab_id, user_id), total in sums.items()
-            if total[0]
+        insert_rows(
+            MonthlySpend,
+            [*_ROLLUP_FIELDS, "month", "funding_source_id", "lab_id", "user_id"],
+            (
+                (account.pk, account.institution_id, category, allocation_id, total[0], month)
+                + (fs_id, lab_id, user_id)
+                for (category, allocation_id, fs_id, lab_id, user_id), total in sums.items()
+                if total[0]
+            ),
         )
     source_months_rebuild(account=account, months=months)
 
@@ -388,18 +383,13 @@ def source_months_rebuild(*, account, months) -> None:
     rollups = MonthlySpend.objects.filter(account=account, month__in=months)
     sums = grouped_multi_sums(rollups, ["funding_source_id", "month"], ["amount_usd"])
     SourceMonthlySpend.objects.filter(account=account, month__in=months).delete()
-    SourceMonthlySpend.objects.bulk_create(
-        [
-            SourceMonthlySpend(
-                account=account,
-                institution_id=account.institution_id,
-                funding_source_id=fs_id,
-                month=month,
-                amount_usd=total[0],
-            )
+    insert_rows(
+        SourceMonthlySpend,
+        ["account_id", "institution_id", "funding_source_id", "month", "amount_usd"],
+        (
+            (account.pk, account.institution_id, fs_id, month, total[0])
             # A month whose rollups net to zero keeps its row: the funding source had spend
             # in it, and finance's page lists it as it listed the monthly rollups' sum.
             for (fs_id, month), total in sums.items()
-        ],
-        batch_size=1000,
+        ),
     )
