@@ -10,6 +10,7 @@ from django.db import connection
 from labgov.usage.models import DailySpend, LabDailySpend, MonthlySpend, SourceMonthlySpend
 
 ROLLUPS = [DailySpend, MonthlySpend, LabDailySpend, SourceMonthlySpend]
+MIGRATION = importlib.import_module("labgov.usage.migrations.0011_rollup_indexes_lead_with_keys")
 
 
 def _indexes(table: str) -> dict[str, dict]:
@@ -54,21 +55,27 @@ def test_every_foreign_key_leads_an_index_and_none_has_a_second_one(db, model):
     assert _singles(table) & wider == set()
 
 
-def test_the_migration_drops_only_the_single_indexes_and_makes_them_going_back(postgres):
-    """The migration's database steps, back and forth, inside the test's transaction
-    (PostgreSQL's DDL is transactional; the whole migration is undone and done again by
-    tests/runpod/test_partitions.py). The foreign key constraints stay as they are."""
-    from django.apps import apps
+def test_the_migration_names_the_indexes_django_made():
+    """The migration drops the single-column indexes by name: the names Django gives a
+    foreign key's index, on any database (its tables' and columns' own)."""
+    editor = connection.schema_editor()
+    for table, column, index in MIGRATION.UNINDEXED:
+        model = next(m for m in ROLLUPS if m._meta.db_table == table)
+        assert column in _foreign_key_columns(model)
+        assert editor._create_index_name(table, [column], suffix="") == index
 
-    migration = importlib.import_module(
-        "labgov.usage.migrations.0011_rollup_indexes_lead_with_keys"
-    )
+
+def test_the_migration_drops_only_the_single_indexes_and_makes_them_going_back(postgres):
+    """The migration's SQL, back and forth, inside the test's transaction (PostgreSQL's DDL is
+    transactional; the whole migration is undone by tests/runpod/test_partitions.py). The
+    foreign key constraints stay as they are."""
     tables = [m._meta.db_table for m in ROLLUPS]
     constraints = {t: _foreign_keys(t) for t in tables}
     assert all(constraints.values())
 
-    with connection.schema_editor() as editor:
-        migration.make_indexes(apps, editor)
+    with connection.cursor() as cursor:
+        for statement in MIGRATION.MAKE:
+            cursor.execute(statement)
     # Back: each key has its single-column index again, by the name Django first gave it.
     daily = _indexes(DailySpend._meta.db_table)
     for field in ("account", "allocation", "funding_source", "institution", "lab", "user"):
@@ -84,9 +91,9 @@ def test_the_migration_drops_only_the_single_indexes_and_makes_them_going_back(p
     assert len(_singles(MonthlySpend._meta.db_table)) == 6
     assert {t: _foreign_keys(t) for t in tables} == constraints
 
-    with connection.schema_editor() as editor:
-        migration.drop_indexes(apps, editor)
-        migration.drop_indexes(apps, editor)  # twice: nothing left to drop the second time
+    with connection.cursor() as cursor:
+        for statement in MIGRATION.DROP * 2:  # twice: nothing left to drop the second time
+            cursor.execute(statement)
     assert _singles(DailySpend._meta.db_table) == set()
     assert _singles(LabDailySpend._meta.db_table) == set()
     assert _singles(MonthlySpend._meta.db_table) == set()
