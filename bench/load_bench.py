@@ -2,8 +2,8 @@
 with the deploy config, 16 concurrent clients, with the page cache off and on.
 
     .venv/bin/python bench/load_bench.py [--records 10000000] [--reuse] [--seconds 20]
-        [--database labgov_loadbench] [--port N] [--modes off,on] [--pages student,lab,finance]
-        [--workers N --threads N]
+        [--rounds 3] [--database labgov_loadbench] [--port N] [--modes off,on]
+        [--pages student,lab,finance] [--workers N --threads N]
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth), Redis, and wrk (Debian
 package `wrk`). Builds the database `labgov_loadbench` with bench/dashboard_bench.py's
@@ -15,25 +15,31 @@ unless `--workers`/`--threads` are given; DEBUG=0, on `--port` or a free one,
 fresh secrets, statics collected into a scratch STATIC_ROOT, LABGOV_CACHE_URL at Redis
 database `--redis-db`, which it empties first), opens a session for the student and for the
 lab admin, checks each page answers 200 with that person's page, and runs wrk with 16
-connections for `--seconds` per page. Every request's status is read back from labgov's
-own request log: all must be 200, and the data version must not move while wrk runs (no GET
-writes). Prints a table and writes JSON to bench/results/.
-With `--coldfront`, ColdFront 1.1.10 at 100 times its test data answers the same three pages in
-the same run, right after labgov's with the cache off, with wrk as for labgov (bench/coldfront.py
-says how it is installed, filled and served, and which of its pages answers which), and the
-table gives the ratio per page. Its database (`--coldfront-database`) is kept with `--reuse`.
+connections for `--seconds` per page, `--rounds` times (the figures given are the median
+round's; each round's are kept in the JSON). Every request's status is read back from
+labgov's own request log: all must be 200, and the data version must not move while wrk runs
+(no GET writes). Prints a table and writes JSON to bench/results/.
+With `--coldfront`, ColdFront 1.1.10 at 100 times its test data answers the same three pages
+in the same run, its server up beside labgov's: each round of a page measures labgov's page,
+then ColdFront's, one right after the other, with wrk as for labgov (bench/coldfront.py says
+how it is installed, filled and served, and which of its pages answers which). The ratio is
+the median of the rounds' ratios: this machine's speed drifts by a quarter within minutes,
+and a ratio of two measurements minutes apart moved with it. Its database
+(`--coldfront-database`) is kept with `--reuse`.
 Targets (issue 24), with the page cache off: the student's page at least 200 requests/s with
 p99 under 250 ms, the lab's at least 120 requests/s with p99 under 400 ms; against ColdFront,
 at least 10 times its rate on the student's page and 5 times on the lab's and finance's.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -240,37 +246,115 @@ def _gunicorn_shape(env: dict) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
-def _coldfront_pages(
-    bin_dir: Path, env: dict, database: str, pages: list[str], args, log: Path
-) -> dict:
-    """ColdFront's counterparts of each page (coldfront.PAGES), measured as labgov's are:
-    by page, the figures of each counterpart, the one the ratio is of first."""
-    port = args.coldfront_port or _free_port()
-    base = f"http://127.0.0.1:{port}"
-    project = coldfront.pi_project(database)
-    figures_by_page: dict[str, list] = {}
-    with coldfront.Server(bin_dir, env, port, log) as server:
-        coldfront.wait_ready(base, time.monotonic() + 60)
-        sessions = {user: coldfront.login(base, user) for user in (coldfront.PI, coldfront.ADMIN)}
-        for page in pages:
-            for user, pattern in coldfront.PAGES[page]:
-                path = pattern.format(project=project)
-                texts = coldfront.expected(page, pattern, args.coldfront_times)
+class _ColdFront:
+    """ColdFront's counterparts of each page (coldfront.PAGES), served while labgov's server
+    runs, so that each round of a page measures labgov and then ColdFront, one after the
+    other (the ratio of a round is of two measurements a few seconds apart)."""
+
+    def __init__(self, bin_dir: Path, env: dict, database: str, args, log: Path):
+        self.port = args.coldfront_port or _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.project = coldfront.pi_project(database)
+        self.server = coldfront.Server(bin_dir, env, self.port, log)
+        self.args = args
+        self.figures: dict[str, list] = {}  # by page: each counterpart's figures of each round
+
+    def __enter__(self):
+        self.server.__enter__()
+        try:
+            coldfront.wait_ready(self.base, time.monotonic() + 60)
+            self.sessions = {
+                user: coldfront.login(self.base, user) for user in (coldfront.PI, coldfront.ADMIN)
+            }
+        except BaseException:
+            self.server.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.server.__exit__(*exc)
+
+    def counterparts(self, page: str) -> list[tuple[str, str]]:
+        return [
+            (user, pattern.format(project=self.project)) for user, pattern in coldfront.PAGES[page]
+        ]
+
+    def measure(self, page: str, round_: int) -> None:
+        """One round of the page's counterparts, the one the ratio is of first."""
+        found = self.figures.setdefault(page, [[] for _ in self.counterparts(page)])
+        for i, (user, path) in enumerate(self.counterparts(page)):
+            if round_ == 0:
+                pattern = coldfront.PAGES[page][i][1]
+                texts = coldfront.expected(page, pattern, self.args.coldfront_times)
                 for _ in range(3):  # every worker's first request
-                    coldfront.check_page(base, path, sessions[user], texts)
-                figures = _measured(base + path, sessions[user], args, server.process.pid)
-                figures["path"] = path
-                figures["user"] = user
-                figures_by_page.setdefault(page, []).append(figures)
-                print(f"ColdFront  {page:<8} {figures}", flush=True)
-        for counterparts in figures_by_page.values():
-            for figures in counterparts:
-                figures["statuses"] = server.statuses(figures["path"])
+                    coldfront.check_page(self.base, path, self.sessions[user], texts)
+            figures = _measured(
+                self.base + path, self.sessions[user], self.args, self.server.process.pid
+            )
+            figures.update(path=path, user=user)
+            found[i].append(figures)
+            print(f"ColdFront  {page:<8} round {round_ + 1} {figures}", flush=True)
+
+    def results(self) -> dict:
+        """By page, each counterpart's figures over the rounds, its statuses checked."""
+        by_page = {}
+        for page, counterparts in self.figures.items():
+            by_page[page] = []
+            for rounds in counterparts:
+                figures = _combined(rounds)
+                figures.update(path=rounds[0]["path"], user=rounds[0]["user"])
+                figures["statuses"] = self.server.statuses(figures["path"])
                 if set(figures["statuses"]) != {"200"} or figures["non_2xx_3xx"]:
                     raise SystemExit(
-                        f"ColdFront {figures['path']}: statuses {figures['statuses']}, see {log}"
+                        f"ColdFront {figures['path']}: statuses {figures['statuses']}, "
+                        f"see {self.server.log_path}"
                     )
-    return figures_by_page
+                by_page[page].append(figures)
+        return by_page
+
+
+def _combined(rounds: list[dict]) -> dict:
+    """One page's figures over its rounds: requests/s and the percentiles as each round's
+    median (p99 also as the worst round's), CPU per request over all of them; each round's
+    own figures kept under "rounds"."""
+    requests = sum(r["requests"] for r in rounds)
+    cpu = sum(r["server_cpu_s"] for r in rounds)
+    return {
+        "requests_per_s": round(statistics.median(r["requests_per_s"] for r in rounds), 2),
+        "requests": requests,
+        "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
+        "p90_ms": statistics.median(r["p90_ms"] for r in rounds),
+        "p99_ms": statistics.median(r["p99_ms"] for r in rounds),
+        "p99_ms_worst_round": max(r["p99_ms"] for r in rounds),
+        "non_2xx_3xx": sum(r["non_2xx_3xx"] for r in rounds),
+        "socket_errors": "; ".join(r["socket_errors"] for r in rounds if r["socket_errors"]),
+        "server_cpu_s": round(cpu, 2),
+        "server_cpu_ms_per_request": round(1000 * cpu / max(requests, 1), 2),
+        "load_average": rounds[-1]["load_average"],
+        "load_average_before": rounds[0]["load_average_before"],
+        "data_version_moved": any(r.get("data_version_moved") for r in rounds),
+        "rounds": rounds,
+    }
+
+
+def _round_ratios(ours: dict, theirs: dict) -> dict:
+    """labgov's rate over ColdFront's, and ColdFront's CPU per request over labgov's, round
+    by round (each round's two measurements were taken one right after the other): the
+    median, and the lowest and highest round."""
+    rates = [
+        a["requests_per_s"] / b["requests_per_s"]
+        for a, b in zip(ours["rounds"], theirs["rounds"], strict=True)
+    ]
+    cpus = [
+        b["server_cpu_ms_per_request"] / max(a["server_cpu_ms_per_request"], 0.01)
+        for a, b in zip(ours["rounds"], theirs["rounds"], strict=True)
+    ]
+    return {
+        "ratio": round(statistics.median(rates), 2),
+        "ratio_rounds": [round(r, 2) for r in rates],
+        "cpu_ratio": round(statistics.median(cpus), 2),
+        "cpu_ratio_rounds": [round(r, 2) for r in cpus],
+    }
 
 
 def main() -> None:
@@ -279,7 +363,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--reuse", action="store_true", help="keep the database and reuse it")
     parser.add_argument("--database", default=DB, help=f"its name (default {DB})")
-    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--seconds", type=int, default=20, help="per page and round")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measurements of each page, one after the other (with --coldfront: labgov's, then "
+        "ColdFront's, each round)",
+    )
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, help="default: deploy/gunicorn.conf.py's")
     parser.add_argument("--threads", type=int, help="default: deploy/gunicorn.conf.py's")
@@ -393,17 +484,38 @@ def main() -> None:
             if seconds is not None:
                 run_env["LABGOV_PAGE_CACHE_SECONDS"] = seconds
             log_path = tmp / f"gunicorn-{mode.replace(' ', '-')}.log"
-            with Gunicorn(run_env, log_path) as server:
+            with contextlib.ExitStack() as stack:
+                server = stack.enter_context(Gunicorn(run_env, log_path))
+                theirs = None
+                if args.coldfront and mode == "cache off":
+                    theirs = stack.enter_context(
+                        _ColdFront(
+                            coldfront_bin,
+                            coldfront_env,
+                            coldfront_database,
+                            args,
+                            tmp / "coldfront-access.log",
+                        )
+                    )
                 _wait_ready(base, time.monotonic() + 60)
                 for page in pages:
                     for _ in range(3):  # every worker's first request, and the cache's
                         _check_page(base, paths[page], cookies[page], expected[page])
-                    version = dataversion.current()
-                    figures = _measured(base + paths[page], cookies[page], args, server.process.pid)
-                    # A GET that wrote would retire every cached page, each time.
-                    figures["data_version_moved"] = dataversion.current() != version
-                    results.setdefault(mode, {})[page] = figures
-                    print(f"{mode:<10} {page:<8} {figures}", flush=True)
+                    rounds = []
+                    for round_ in range(args.rounds):
+                        version = dataversion.current()
+                        figures = _measured(
+                            base + paths[page], cookies[page], args, server.process.pid
+                        )
+                        # A GET that wrote would retire every cached page, each time.
+                        figures["data_version_moved"] = dataversion.current() != version
+                        rounds.append(figures)
+                        print(f"{mode:<10} {page:<8} round {round_ + 1} {figures}", flush=True)
+                        if theirs is not None:
+                            theirs.measure(page, round_)
+                    results.setdefault(mode, {})[page] = _combined(rounds)
+                if theirs is not None:
+                    coldfront_results = theirs.results()
             for page in pages:
                 statuses = _statuses(log_path, paths[page], users[page].pk)
                 results[mode][page]["statuses"] = statuses
@@ -413,15 +525,6 @@ def main() -> None:
                     or results[mode][page]["data_version_moved"]
                 ):
                     raise SystemExit(f"{mode} {page}: statuses {statuses}, see {log_path}")
-            if args.coldfront and mode == "cache off":
-                coldfront_results = _coldfront_pages(
-                    coldfront_bin,
-                    coldfront_env,
-                    coldfront_database,
-                    pages,
-                    args,
-                    tmp / "coldfront-access.log",
-                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if not args.reuse:
@@ -431,7 +534,7 @@ def main() -> None:
 
     print(
         f"\n{world['records']:,} records, {args.connections} connections, "
-        f"{args.seconds} s per page, "
+        f"{args.rounds} x {args.seconds} s per page, "
         f"gunicorn {workers} workers x {threads} threads on {os.cpu_count()} cores"
     )
     print(
@@ -453,27 +556,25 @@ def main() -> None:
         print(
             f"{'page':<8} {'ColdFront page':<38}{'req/s labgov':>13}{'ColdFront':>10}{'ratio':>7}"
             f"{'CPU ms/req labgov':>19}{'ColdFront':>10}{'ratio':>7}"
-            f"{'p99 ms labgov':>14}{'ColdFront':>10}  load average"
+            f"{'p99 ms labgov':>14}{'ColdFront':>10}  rate ratio by round"
         )
         for page, counterparts in coldfront_results.items():
             ours = results["cache off"][page]
             for i, f in enumerate(counterparts):  # the first is the page's counterpart
-                f["ratio"] = round(ours["requests_per_s"] / f["requests_per_s"], 2)
-                f["cpu_ratio"] = round(
-                    f["server_cpu_ms_per_request"] / max(ours["server_cpu_ms_per_request"], 0.01),
-                    2,
-                )
+                f.update(_round_ratios(ours, f))
                 print(
                     f"{'' if i else page:<8} {f['path']:<38}{ours['requests_per_s']:>13.1f}"
                     f"{f['requests_per_s']:>10.1f}{f['ratio']:>7.2f}"
                     f"{ours['server_cpu_ms_per_request']:>19}{f['server_cpu_ms_per_request']:>10}"
                     f"{f['cpu_ratio']:>7.2f}{ours['p99_ms']:>14}{f['p99_ms']:>10}"
-                    f"  {' '.join(map(str, f['load_average']))}"
+                    f"  {' '.join(map(str, f['ratio_rounds']))}"
                 )
         print(
-            "ratio: labgov's requests/s over ColdFront's; ColdFront's CPU per request over"
-            " labgov's. A page's first ColdFront page is its counterpart (bench/coldfront.py);"
-            " a row below it, another page measured beside it"
+            "ratio: labgov's requests/s over ColdFront's, ColdFront's CPU per request over"
+            " labgov's: the median of the rounds' (each round measures labgov, then ColdFront,"
+            " one right after the other). req/s and p99: the median round. A page's first"
+            " ColdFront page is its counterpart (bench/coldfront.py); a row below it, another"
+            " page measured beside it"
         )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
