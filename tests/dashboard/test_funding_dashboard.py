@@ -183,7 +183,8 @@ def test_query_count_is_pinned_and_independent_of_data_size(world, spend, client
     # session, user, scope; may the person see it (asked before the page cache, which is cold
     # here); the funding source with its figures; its allocations with theirs;
     # spend per day; spend per category and allocation in the range; the burn window per
-    # allocation; resources running or billing idle; what runs and is stored now per allocation
-    # (the forecasts' second rate, including storage the idle table leaves out).
-    assert small == large == 11
+    # allocation; resources running, billing idle or costing money now per allocation (the
+    # tables, and the forecasts' second rate, including storage the idle table leaves out),
+    # in one query.
+    assert small == large == 10
     assert len(response.context["data"].tables["allocations"].rows) == 21

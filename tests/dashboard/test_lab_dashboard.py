@@ -123,10 +123,10 @@ def test_query_count_is_pinned_and_independent_of_data_size(world, spend, client
     large, response = count_queries(client, _url(world))
     # session, user, scope; the lab; its funding sources with figures; the burn window per
     # funding source; spend per category and allocation; the holders of those allocations;
-    # spend per day and category; resources running or billing idle; what runs and is stored
-    # now per funding source (the forecasts' second rate). (Its alerts load in a request of
+    # spend per day and category; resources running, billing idle or costing money now (the
+    # tables, and the forecasts' second rate), in one query. (Its alerts load in a request of
     # their own.)
-    assert small == large == 11
+    assert small == large == 10
     assert len(response.context["data"].tables["funding"].rows) == 11
 
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, Sum
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Sum
 
 from labgov.core.compiled import CompiledValues
 from labgov.core.money import ZERO, grouped_sums, to_cents
@@ -188,21 +188,22 @@ def shown_query(owner_q: Q):
         Resource.objects.present()
         .filter(owner_q)
         .filter(RUNNING_Q | _idle_q())
-        .values_list(
-            *SHOWN_FIELDS,
-            "current_allocation_id",
-            "current_allocation__project_name",
-            "current_allocation__user__username",
-            "current_allocation__user__first_name",
-            "current_allocation__user__last_name",
-            "current_allocation__funding_source__name",
-            "first_seen_at",
-        )
+        .values_list(*SHOWN_FIELDS, *_SHOWN_RELATED)
     )
 
 
-# ShownResource's fields read from the resource itself, in its order.
+# ShownResource's fields read from the resource itself, in its order; then what
+# running_and_idle reads of its allocation, and when labgov first saw it.
 SHOWN_FIELDS = ("pk", *RESOURCE_FIELDS[: RESOURCE_FIELDS.index("gone_at") + 1])
+_SHOWN_RELATED = (
+    "current_allocation_id",
+    "current_allocation__project_name",
+    "current_allocation__user__username",
+    "current_allocation__user__first_name",
+    "current_allocation__user__last_name",
+    "current_allocation__funding_source__name",
+    "first_seen_at",
+)
 
 
 def running_and_idle(
@@ -303,6 +304,46 @@ def costing_query(owner_q: Q):
             "current_allocation_id", "current_allocation__funding_source_id", *_RATE_FIELDS
         )
     )
+
+
+def present_query(owner_q: Q):
+    """The present resources matching owner_q that run, bill while idle or cost money now:
+    shown_query's and costing_query's rows in one query (their owner and resources are the
+    same but for network volumes a running pod has mounted, which cost money and are not
+    idle), each row as shown_query gives it plus the funding source and whether it is such
+    a volume. `shown_and_costing` splits the rows in two."""
+    mounted = ExpressionWrapper(
+        Q(kind=ResourceKind.NETWORK_VOLUME) & Exists(_mounted()), output_field=BooleanField()
+    )
+    return (
+        Resource.objects.present()
+        .filter(owner_q, _COSTING_Q)
+        .annotate(_mounted_volume=mounted)
+        .values_list(
+            *SHOWN_FIELDS,
+            *_SHOWN_RELATED,
+            "current_allocation__funding_source_id",
+            "_mounted_volume",
+        )
+    )
+
+
+_ALLOCATION_AT = len(SHOWN_FIELDS)  # current_allocation_id, after the resource's own fields
+_RATES_AT = [SHOWN_FIELDS.index(name) for name in _RATE_FIELDS]
+
+
+def shown_and_costing(rows) -> tuple[list[tuple], list[tuple]]:
+    """present_query's rows as shown_query and costing_query give theirs, for
+    running_and_idle and now_rates."""
+    shown, costing = [], []
+    for row in rows:
+        *own, source_id, mounted_volume = row
+        if not mounted_volume:
+            shown.append(own)
+        allocation_id = own[_ALLOCATION_AT]
+        if allocation_id is not None:
+            costing.append((allocation_id, source_id, *[own[i] for i in _RATES_AT]))
+    return shown, costing
 
 
 def now_rates(owner_q: Q | None = None, *, rows=None) -> NowRates:

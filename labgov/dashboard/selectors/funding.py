@@ -23,8 +23,10 @@ from labgov.dashboard.selectors.common import (
     money,
     now_rates,
     people_table,
+    present_query,
     running_and_idle,
     running_table,
+    shown_and_costing,
     storage_table,
     top_with_rest,
 )
@@ -76,8 +78,10 @@ def funding_dashboard(user, pk: int, params) -> FundingDashboard:
     allocation_burns = burn_sums(Q(funding_source=fs), today, "allocation_id")
 
     fs_burn = burn_rate(sum(allocation_burns.values(), ZERO))
-    # What runs and is stored now on this money, per allocation: the second forecast rate.
-    now = now_rates(Q(current_allocation__funding_source=fs))
+    # What runs and is stored now on this money, per allocation: the second forecast rate;
+    # and what runs and bills while idle, in the same query.
+    shown, costing = shown_and_costing(present_query(Q(current_allocation__funding_source=fs)))
+    now = now_rates(rows=costing)
     outlook = forecast(
         remaining_usd=fs.remaining_usd,
         burn_rate_usd=fs_burn,
@@ -91,7 +95,7 @@ def funding_dashboard(user, pk: int, params) -> FundingDashboard:
         by_category[category] = by_category.get(category, ZERO) + amount
     by_holder = by_holder_and_category(in_period, holders)
 
-    running, idle = running_and_idle(Q(current_allocation__funding_source=fs))
+    running, idle = running_and_idle(rows=shown)
     tables = {
         "allocations": allocations_table(allocations, allocation_burns, today, now.by_allocation),
         "categories": category_table(by_category),

@@ -24,16 +24,16 @@ from labgov.dashboard.selectors.common import (
     bar_chart,
     by_holder_and_category,
     category_table,
-    costing_query,
     days,
     doughnut_chart,
     holder_names,
     money,
     now_rates,
     people_table,
+    present_query,
     running_and_idle,
     running_table,
-    shown_query,
+    shown_and_costing,
     storage_table,
     top_with_rest,
 )
@@ -71,11 +71,9 @@ _IN_PERIOD = DailySums(lambda lab_id: Q(lab_id=lab_id), ["category", "allocation
 # The attributed spend by day and category: the lab's rollups by lab (LabDailySpend), about
 # 30 times fewer rows than its DailySpend rows with an allocation, whose sums they are.
 _BY_DAY = DailySums(lambda lab_id: Q(lab_id=lab_id), ["day", "category"], model=LabDailySpend)
-_SHOWN = CompiledValues(
-    lambda lab_id: shown_query(Q(current_allocation__funding_source__lab_id=lab_id))
-)
-_COSTING = CompiledValues(
-    lambda lab_id: costing_query(Q(current_allocation__funding_source__lab_id=lab_id))
+# What runs, bills while idle and costs money now, in one query (present_query).
+_PRESENT = CompiledValues(
+    lambda lab_id: present_query(Q(current_allocation__funding_source__lab_id=lab_id))
 )
 
 
@@ -145,7 +143,8 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
     in_period = _IN_PERIOD(period.first, period.last, lab_id=lab.pk)
     by_day = _BY_DAY(period.first, period.last, lab_id=lab.pk)
     holders = holder_names({key[1] for key in in_period if key[1] is not None})
-    running, idle = running_and_idle(rows=_SHOWN.rows(lab_id=lab.pk))
+    shown, costing = shown_and_costing(_PRESENT.rows(lab_id=lab.pk))
+    running, idle = running_and_idle(rows=shown)
 
     by_category: dict[str, Decimal] = {}
     unattributed = ZERO
@@ -157,9 +156,7 @@ def lab_dashboard(user, pk: int, params, *, lab: Lab | None = None) -> LabDashbo
     by_holder = by_holder_and_category(in_period, holders)
 
     tables = {
-        "funding": funding_table(
-            sources, burns, today, now_rates(rows=_COSTING.rows(lab_id=lab.pk))
-        ),
+        "funding": funding_table(sources, burns, today, now_rates(rows=costing)),
         "categories": category_table(by_category),
         "people": people_table(by_holder),
         "running": running_table(running, with_funding=True),
