@@ -297,7 +297,8 @@ STORAGES = {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            # WhiteNoise's, each URL worked out once (labgov/core/static_storage.py).
+            else "labgov.core.static_storage.StaticFilesStorage"
         )
     },
 }

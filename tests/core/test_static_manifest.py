@@ -27,7 +27,7 @@ def test_collectstatic_with_the_production_storage_then_pages_answer(
     settings.STATIC_ROOT = production_static
     settings.STORAGES = {
         **settings.STORAGES,
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+        "staticfiles": {"BACKEND": "labgov.core.static_storage.StaticFilesStorage"},
     }
     manifest = (production_static / "staticfiles.json").read_text()
     # Compressed for browsers, except source maps (only developer tools fetch them).
@@ -64,3 +64,32 @@ def test_the_kept_collected_files_are_collected_again_when_a_static_file_changes
     (tmp_path / "other.css").write_text("")
     added = static_digest()
     assert len({before, changed, added}) == 3
+
+
+def test_the_storage_keeps_each_url_until_collectstatic_makes_the_manifest_again(
+    settings, production_static
+):
+    """Production's storage works out a file's URL once (labgov/core/static_storage.py): the
+    same URL after the manifest it came from changed in memory, a new one once collectstatic's
+    post_process has run, and DEBUG's unhashed one under DEBUG."""
+    import pytest
+
+    from labgov.core.static_storage import StaticFilesStorage
+
+    settings.DEBUG = False
+    storage = StaticFilesStorage(location=production_static)
+    url = storage.url("css/labgov.css")
+    assert re.fullmatch(r"/static/css/labgov\.[0-9a-f]{12}\.css", url)
+    storage.hashed_files["css/labgov.css"] = "css/labgov.0123456789ab.css"
+    assert storage.url("css/labgov.css") == url  # kept, not looked up again
+    settings.DEBUG = True
+    assert storage.url("css/labgov.css") == "/static/css/labgov.css"
+    settings.DEBUG = False
+    # collectstatic makes the manifest again (here from no files at all): what was kept goes.
+    list(storage.post_process({}, dry_run=True))
+    with pytest.raises(ValueError, match="Missing staticfiles manifest entry"):
+        storage.url("css/labgov.css")
+    # A name no template holds is not kept past the bound, and still answers.
+    storage.hashed_files = {f"f{i}.css": f"f{i}.0123456789ab.css" for i in range(1100)}
+    urls = [storage.url(f"f{i}.css") for i in range(1100)]
+    assert urls[-1] == "/static/f1099.0123456789ab.css" and len(storage._urls) == 1000
