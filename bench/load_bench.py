@@ -322,9 +322,9 @@ def _combined(rounds: list[dict]) -> dict:
     return {
         "requests_per_s": round(statistics.median(r["requests_per_s"] for r in rounds), 2),
         "requests": requests,
-        "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
-        "p90_ms": statistics.median(r["p90_ms"] for r in rounds),
-        "p99_ms": statistics.median(r["p99_ms"] for r in rounds),
+        "p50_ms": round(statistics.median(r["p50_ms"] for r in rounds), 1),
+        "p90_ms": round(statistics.median(r["p90_ms"] for r in rounds), 1),
+        "p99_ms": round(statistics.median(r["p99_ms"] for r in rounds), 1),
         "p99_ms_worst_round": max(r["p99_ms"] for r in rounds),
         "non_2xx_3xx": sum(r["non_2xx_3xx"] for r in rounds),
         "socket_errors": "; ".join(r["socket_errors"] for r in rounds if r["socket_errors"]),
