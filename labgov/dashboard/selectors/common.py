@@ -137,14 +137,6 @@ def _mounted():
     )
 
 
-# Storage that bills while nothing runs: stopped pods with a volume disk, and network volumes
-# that no running pod of the same account has mounted.
-def _idle_q() -> Q:
-    return Q(kind=ResourceKind.POD, status=PodStatus.EXITED, volume_disk_gb__gt=0) | Q(
-        Q(kind=ResourceKind.NETWORK_VOLUME) & ~Exists(_mounted())
-    )
-
-
 @dataclass(slots=True)
 class ShownResource:
     """A resource as the running-now and idle-storage tables show it: read as plain values,
@@ -181,41 +173,17 @@ class ShownResource:
         return self.requested_name or self.name or self.runpod_id
 
 
-def shown_query(owner_q: Q):
-    """The present resources matching owner_q that run or bill while idle, as
-    running_and_idle reads them."""
-    return (
-        Resource.objects.present()
-        .filter(owner_q)
-        .filter(RUNNING_Q | _idle_q())
-        .values_list(*SHOWN_FIELDS, *_SHOWN_RELATED)
-    )
-
-
-# ShownResource's fields read from the resource itself, in its order; then what
-# running_and_idle reads of its allocation, and when labgov first saw it.
+# ShownResource's fields read from the resource itself, in its order.
 SHOWN_FIELDS = ("pk", *RESOURCE_FIELDS[: RESOURCE_FIELDS.index("gone_at") + 1])
-_SHOWN_RELATED = (
-    "current_allocation_id",
-    "current_allocation__project_name",
-    "current_allocation__user__username",
-    "current_allocation__user__first_name",
-    "current_allocation__user__last_name",
-    "current_allocation__funding_source__name",
-    "first_seen_at",
-)
 
 
-def running_and_idle(
-    owner_q: Q | None = None, *, rows=None
-) -> tuple[list[ShownResource], list[ShownResource]]:
+def running_and_idle(rows) -> tuple[list[ShownResource], list[ShownResource]]:
     """What runs now (highest $/hour first), and the storage billing while idle (highest
     $/month first, each with `storage_monthly_usd` at Runpod's published prices and
-    `storage_gb`), read in one query (`shown_query(owner_q)`, or its `rows` when the caller
-    has run it), and one more for the stopped pods labgov first saw already stopped
-    (`stop_histories`), when there are any."""
+    `storage_gb`), from present_query's rows that shown_and_costing keeps for them, and one
+    more query for the stopped pods labgov first saw already stopped (`stop_histories`),
+    when there are any."""
     running, idle, stopped = [], [], []
-    rows = shown_query(owner_q) if rows is None else rows
     shown = len(SHOWN_FIELDS)
     for row in rows:
         values = row[:shown]
@@ -307,11 +275,14 @@ def costing_query(owner_q: Q):
 
 
 def present_query(owner_q: Q):
-    """The present resources matching owner_q that run, bill while idle or cost money now:
-    shown_query's and costing_query's rows in one query (their owner and resources are the
-    same but for network volumes a running pod has mounted, which cost money and are not
-    idle), each row as shown_query gives it plus the funding source and whether it is such
-    a volume. `shown_and_costing` splits the rows in two."""
+    """The present resources matching owner_q that run, bill while idle or cost money now, in
+    one query: each row the resource's SHOWN_FIELDS, what running_and_idle reads of its
+    allocation and when labgov first saw it, its funding source, and whether it is a network
+    volume a running pod of its account has mounted (which costs money now and is not idle
+    storage). `shown_and_costing` splits the rows for running_and_idle and now_rates.
+
+    Storage that bills while nothing runs: stopped pods with a volume disk, and network
+    volumes no running pod of the same account has mounted."""
     mounted = ExpressionWrapper(
         Q(kind=ResourceKind.NETWORK_VOLUME) & Exists(_mounted()), output_field=BooleanField()
     )
@@ -321,7 +292,13 @@ def present_query(owner_q: Q):
         .annotate(_mounted_volume=mounted)
         .values_list(
             *SHOWN_FIELDS,
-            *_SHOWN_RELATED,
+            "current_allocation_id",
+            "current_allocation__project_name",
+            "current_allocation__user__username",
+            "current_allocation__user__first_name",
+            "current_allocation__user__last_name",
+            "current_allocation__funding_source__name",
+            "first_seen_at",
             "current_allocation__funding_source_id",
             "_mounted_volume",
         )
@@ -333,8 +310,8 @@ _RATES_AT = [SHOWN_FIELDS.index(name) for name in _RATE_FIELDS]
 
 
 def shown_and_costing(rows) -> tuple[list[tuple], list[tuple]]:
-    """present_query's rows as shown_query and costing_query give theirs, for
-    running_and_idle and now_rates."""
+    """present_query's rows split: those running_and_idle shows (all but mounted network
+    volumes), and those now_rates reads as costing_query gives them (the attributed ones)."""
     shown, costing = [], []
     for row in rows:
         *own, source_id, mounted_volume = row
