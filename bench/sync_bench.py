@@ -201,7 +201,7 @@ def _run(port: int, simulator_pid: int) -> dict:
     steps.wrap(billing_store, "fetch_slice", "fetch slice (HTTP)")
     steps.wrap(billing_store, "write_slice", "records (write_slice)")
     # Whatever the slice's transaction calls after its records, by the names sync.py uses.
-    for name in ("span_written", "usage_reconcile", "rollups_rebuild", "unattributed_refresh"):
+    for name in ("span_written",):
         steps.wrap(sync, name)
     steps.wrap(sync, "_slice_write", "whole slice (its transaction)")
     # Where a slice, its records written, waits for the slice before it to commit.

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from decimal import Decimal
 
+from django.db import connection
 from django.db.models import Max, Min
 from django.utils import timezone
 
@@ -371,7 +372,7 @@ def unattributed_refresh(*, account=None, resource_ids=None) -> int:
 
 def span_unattributed(*, account, days: Iterable[dt.date]) -> dict[int, Decimal]:
     """{resource id: the spend of its unattributed billing records of these UTC days}: what a
-    writer reads before it rewrites the days, for `unattributed_follow` after."""
+    writer reads before it rewrites the days, for `providers.span_written` after."""
     days = sorted(set(days))
     if not days:
         return {}
@@ -388,20 +389,30 @@ def span_unattributed(*, account, days: Iterable[dt.date]) -> dict[int, Decimal]
     }
 
 
-def unattributed_follow(*, before: dict[int, Decimal], after: dict[int, Decimal]) -> int:
-    """After a writer rewrote the billing records of some days, under the account's lock:
+def unattributed_move(moved: dict[int, Decimal]) -> int:
+    """Under the account's lock, after a writer rewrote the billing records of some days:
     move each resource's `unattributed_usd` by what its unattributed records of those days
-    sum to now (`after`: span_sums's unowned) less what they summed to before (`before`:
-    span_unattributed, read before the write). Its records of other days did not change, so
-    this is the figure unattributed_refresh would compute, without reading them (a resource
-    of many months reads one). Returns how many changed."""
-    deltas = {pk: after.get(pk, ZERO) - before.get(pk, ZERO) for pk in before.keys() | after}
-    deltas = {pk: delta for pk, delta in deltas.items() if delta}
-    if not deltas:
+    sum to now less what they summed to before (`moved`; providers.span_written gives it).
+    Its records of other days did not change, so this is the figure unattributed_refresh
+    would compute, without reading them (a resource of many months reads one). Returns how
+    many changed."""
+    moved = {pk: amount for pk, amount in moved.items() if amount}
+    if not moved:
         return 0
-    changed = list(Resource.objects.filter(pk__in=deltas).only("id", "unattributed_usd"))
+    if connection.vendor == "postgresql":
+        # One statement, the sums exact in numeric: bulk_update's CASE of one WHEN a row took
+        # ~80 ms of Python for a day's 533 resources in bench/sync_bench.py, 7 s a sync.
+        ids = sorted(moved)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {Resource._meta.db_table} AS r"  # noqa: S608 - the model's own table
+                " SET unattributed_usd = r.unattributed_usd + d.amount"
+                " FROM unnest(%s::bigint[], %s::numeric[]) AS d(id, amount) WHERE r.id = d.id",
+                [ids, [moved[pk] for pk in ids]],
+            )
+            return cursor.rowcount
+    changed = list(Resource.objects.filter(pk__in=moved).only("id", "unattributed_usd"))
     for resource in changed:
-        resource.unattributed_usd += deltas[resource.pk]
-    changed.sort(key=lambda r: r.pk)  # resource rows locked in one order
+        resource.unattributed_usd += moved[resource.pk]
     Resource.objects.bulk_update(changed, ["unattributed_usd"], batch_size=500)
     return len(changed)

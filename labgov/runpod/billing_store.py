@@ -15,13 +15,14 @@ import logging
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import NamedTuple
 
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from labgov.core import dataversion
 from labgov.runpod import partitions
-from labgov.runpod.attribution import Timeline, days_between, rules_apply
+from labgov.runpod.attribution import Timeline, days_between, rules_apply, span_unattributed
 from labgov.runpod.client import BILLING_ENDPOINTS
 from labgov.runpod.errors import RunpodBadResponse
 from labgov.runpod.locks import account_lock_serial
@@ -54,6 +55,15 @@ ZERO = Decimal(0)
 ENDPOINT_STUB_NAME = "Account-wide endpoints"
 
 
+class SliceWritten(NamedTuple):
+    """What writing one slice did."""
+
+    records: int
+    days: set[dt.date]  # the UTC days it touched
+    # {resource id: how much its unattributed spend moved}, resources that moved only.
+    unattributed_moved: dict[int, Decimal]
+
+
 @dataclass
 class SlicePayload:
     """What one slice of the window brought back, before anything is written."""
@@ -80,18 +90,29 @@ def fetch_slice(client, kinds, start: dt.datetime, end: dt.datetime, *, raw: boo
     return payload
 
 
-def write_slice(*, account, payload: SlicePayload) -> tuple[int, set[dt.date]]:
-    """Write one slice in the caller's transaction. Returns the number of records and the UTC
-    days touched."""
+def write_slice(*, account, payload: SlicePayload) -> SliceWritten:
+    """Write one slice in the caller's transaction: its records, the UTC days it touched and
+    how far it moved each resource's unattributed spend (what its records owed nobody after
+    the write less before), for `providers.span_written`."""
+    days = days_between(payload.start, payload.end)
+    moved: dict[int, Decimal] = {}
     if payload.bodies:
-        count = sum(
-            _pg_upsert(account, kind, body, window=(payload.start, payload.end))
-            for kind, body in payload.bodies.items()
-        )
+        count = 0
+        for kind, body in payload.bodies.items():
+            written, kind_moved = _pg_upsert(
+                account, kind, body, window=(payload.start, payload.end)
+            )
+            count += written
+            for resource_id, amount in kind_moved.items():
+                moved[resource_id] = moved.get(resource_id, ZERO) + amount
     else:
+        before = span_unattributed(account=account, days=days)
         count = _generic_upsert(account, payload.records)
+        after = span_unattributed(account=account, days=days)
+        for resource_id in before.keys() | after:
+            moved[resource_id] = after.get(resource_id, ZERO) - before.get(resource_id, ZERO)
     account_records_upsert(account=account, records=payload.account_records)
-    return count, days_between(payload.start, payload.end)
+    return SliceWritten(count, days, {pk: amount for pk, amount in moved.items() if amount})
 
 
 # --- resources billed but never listed -------------------------------------------------------
@@ -217,8 +238,11 @@ def _records_of(params: dict) -> str:
 
 def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") -> str:
     """One statement that reads a response body's records, upserts those of known resources
-    with the allocation their timeline gives each bucket, and reports what it saw: the record
-    count, records breaking the contract, and ids of resources not known yet.
+    with the allocation their timeline gives each bucket, and reports what it saw and did:
+    the record count, records breaking the contract, ids of resources not known yet, and how
+    far it moved each resource's unattributed spend (the records it wrote that nobody owns,
+    less what the records they replaced owed nobody: the statement reads the table as it was
+    before it ran).
 
     `upsert=False` inserts them plainly, for a window that holds none of them yet (the
     first sync of a day): ON CONFLICT's speculative insertion costs about a third of the
@@ -284,6 +308,7 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
               ON t.resource_id = res.id AND t.starts_at <= s.bucket_start
              AND (t.ends_at IS NULL OR s.bucket_start < t.ends_at)
             {on_conflict if upsert else ""}
+            RETURNING b.resource_id, b.bucket_start, b.total_usd, b.allocation_id
         )
         SELECT
             (SELECT count(*) FROM src),
@@ -291,8 +316,23 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
             (SELECT coalesce(json_agg(json_build_array(rid, last)), '[]')
                FROM (SELECT rid, max(bucket_end) AS last FROM src
                      WHERE rid IS NOT NULL AND rid NOT IN (SELECT runpod_id FROM res)
-                     GROUP BY rid) unknown)
+                     GROUP BY rid) unknown),
+            (SELECT coalesce(json_agg(json_build_array(resource_id, amount::text)), '[]')
+               FROM (SELECT resource_id, sum(amount) AS amount
+                     FROM (SELECT w.resource_id, w.total_usd AS amount FROM written w
+                           WHERE w.allocation_id IS NULL
+                           {_REPLACED_UNOWNED if upsert else ""}) each
+                     GROUP BY resource_id HAVING sum(amount) <> 0) moved)
     """
+
+
+# The rows an upsert replaced, as they were: a plain insert replaces none.
+_REPLACED_UNOWNED = """
+                           UNION ALL
+                           SELECT o.resource_id, -o.total_usd
+                           FROM written w JOIN runpod_billingrecord o
+                             ON o.resource_id = w.resource_id AND o.bucket_start = w.bucket_start
+                           WHERE o.allocation_id IS NULL"""
 
 
 def _window_holds_records(cursor, account, resource_kind: str, window) -> bool:
@@ -312,7 +352,11 @@ def _window_holds_records(cursor, account, resource_kind: str, window) -> bool:
     return cursor.fetchone()[0]
 
 
-def _pg_upsert(account, kind: BillingKind, body: bytes, *, window=None) -> int:
+def _pg_upsert(
+    account, kind: BillingKind, body: bytes, *, window=None
+) -> tuple[int, dict[int, Decimal]]:
+    """Write one response body's records; returns their count and how far they moved each
+    resource's unattributed spend."""
     import psycopg
 
     resource_kind = KIND_OF[kind]
@@ -339,12 +383,16 @@ def _pg_upsert(account, kind: BillingKind, body: bytes, *, window=None) -> int:
             cursor, account, resource_kind, window
         )
         try:
-            count, unseen = _pg_write(cursor, kind, params, upsert=not fresh, expected=stated)
+            count, unseen, moved = _pg_write(
+                cursor, kind, params, upsert=not fresh, expected=stated
+            )
         except _NotTheRecords:
             # What lay between the two keys was no single JSON value: a key between them,
             # which the layout does not rule out. The whole body, read by its "records" key.
             params.update(body=body.decode(), records_only=False)
-            count, unseen = _pg_write(cursor, kind, params, upsert=not fresh, expected=stated)
+            count, unseen, moved = _pg_write(
+                cursor, kind, params, upsert=not fresh, expected=stated
+            )
         dataversion.wrote()  # this cursor is psycopg's own: Django's wrapper does not see it
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
@@ -356,13 +404,15 @@ def _pg_upsert(account, kind: BillingKind, body: bytes, *, window=None) -> int:
                 {(resource_kind, rid): dt.datetime.fromisoformat(last) for rid, last in unseen},
             )
             only = [rid for rid, _ in unseen]
-            _pg_run(
+            _, _, theirs = _pg_run(
                 cursor,
                 _pg_statement(kind, records=_records_of(params)),
                 {**params, "only": only},
                 kind,
             )
-    return count
+            for resource_id, amount in theirs.items():
+                moved[resource_id] = moved.get(resource_id, ZERO) + amount
+    return count, moved
 
 
 _METADATA = b'"metadata"'
@@ -504,7 +554,7 @@ def _pg_run(
         # A savepoint: records breaking the contract leave nothing of this body behind.
         with transaction.atomic():
             cursor.execute(statement, params)
-            count, broken, unseen = cursor.fetchone()
+            count, broken, unseen, moved = cursor.fetchone()
             if expected is not None and count != expected:
                 raise RunpodBadResponse(
                     f"Runpod's {kind.value} billing records say there are {expected} records "
@@ -545,7 +595,9 @@ def _pg_run(
         ) from exc
     if isinstance(unseen, str):
         unseen = json.loads(unseen)
-    return count, unseen
+    if isinstance(moved, str):
+        moved = json.loads(moved)
+    return count, unseen, {resource_id: Decimal(amount) for resource_id, amount in moved}
 
 
 class _MonthMissing(Exception):

@@ -172,7 +172,12 @@ class Resource(models.Model):
     and gets `gone_at`. Kind-specific fields are blank where they do not apply.
     """
 
-    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="resources")
+    # No index of its own: the unique (account, kind, runpod_id) and (account, kind, gone_at)
+    # lead with it. Every index is one more write each time a sync slice moves a resource's
+    # unattributed_usd.
+    account = models.ForeignKey(
+        RunpodAccount, on_delete=models.PROTECT, related_name="resources", db_index=False
+    )
     kind = models.CharField(max_length=20, choices=ResourceKind.choices)
     runpod_id = models.CharField(max_length=400)  # FOCUS ResourceIds (ARNs) run long
     name = models.CharField(max_length=300, blank=True)  # Runpod's (as synced)
@@ -209,7 +214,12 @@ class Resource(models.Model):
     tag_refusal = models.CharField(max_length=300, blank=True)
     # Who pays for it now (the latest assignment); past buckets keep the attribution they had.
     current_allocation = models.ForeignKey(
-        "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "funding.Allocation",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # Meta.indexes has it
     )
 
     objects = ResourceQuerySet.as_manager()

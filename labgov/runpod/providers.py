@@ -25,27 +25,42 @@ import datetime as dt
 from collections.abc import Iterable
 from decimal import Decimal
 
-from labgov.runpod.attribution import unattributed_follow, usage_reconcile
+from labgov.core.money import ZERO
+from labgov.runpod.attribution import unattributed_move, usage_reconcile
 from labgov.runpod.locks import account_lock_serial
 from labgov.usage.services import rollups_rebuild, span_sums
 
 
 def span_written(
-    *, account, days: Iterable[dt.date], unattributed_before: dict[int, Decimal] | None = None
+    *,
+    account,
+    days: Iterable[dt.date],
+    unattributed_before: dict[int, Decimal] | None = None,
+    unattributed_moved: dict[int, Decimal] | None = None,
 ) -> int:
     """After a provider wrote records of these UTC days: the unattributed queue, the ledger's
     usage and the rollups follow them, from one scan of the days' records (span_sums).
-    `unattributed_before` is the days' unattributed spend per resource before the write
-    (attribution.span_unattributed, read by the writer first): each resource's figure moves by
-    the difference. Without it the queue is left to the caller: the Runpod sync refreshes it
-    once, when all its slices are written. Returns the ledger entries posted."""
+
+    Each resource's unattributed spend moves by what the write changed, given one of two
+    ways: `unattributed_moved`, the change itself, which the Runpod sync's statements report
+    as they write (billing_store.write_slice); or `unattributed_before`, the days'
+    unattributed spend per resource before the write (attribution.span_unattributed, read by
+    the writer first, in the same transaction), which the scan compares with what the days
+    hold now (the FOCUS import). Returns the ledger entries posted."""
+    if (unattributed_before is None) == (unattributed_moved is None):
+        raise TypeError("span_written takes unattributed_before or unattributed_moved")
     days = sorted(set(days))
     if not days:
         return 0
     account_lock_serial(account.pk)
     sums = span_sums(account=account, days=days, unowned=unattributed_before is not None)
     if unattributed_before is not None:
-        unattributed_follow(before=unattributed_before, after=sums.unowned)
+        after = sums.unowned
+        unattributed_moved = {
+            pk: after.get(pk, ZERO) - unattributed_before.get(pk, ZERO)
+            for pk in unattributed_before.keys() | after
+        }
+    unattributed_move(unattributed_moved)
     entries = usage_reconcile(account=account, days=days, sums=sums)
     rollups_rebuild(account=account, days=days, sums=sums)
     return entries

@@ -14,8 +14,8 @@ other holds, every transaction that writes an account's synced data takes its lo
 order, each held to its commit:
 
 1. The account row (labgov/runpod/locks.py), first of all: a slice takes its share (FOR KEY
-   SHARE), so slices run side by side; every other writer (the sync's inventory, rules and
-   finish steps; a re-assignment, a rule, a cost transfer, a removal, a provisioned pod's
+   SHARE), so slices run side by side; every other writer (the sync's inventory and rules
+   steps; a re-assignment, a rule, a cost transfer, a removal, a provisioned pod's
    attribution) takes it alone (FOR UPDATE), and so waits for the slices in flight. Such a
    writer that also locks a resource or an allocation FOR UPDATE takes the account row first.
 2. The slice's own rows: its billing records and the account's records of its days, which no
@@ -25,8 +25,8 @@ order, each held to its commit:
    slice takes it when it meets a resource billed but never listed, else once its records are
    written. What the slice still writes of its own rows after it is its own.
 4. Resources: rows for those billed but never listed (after the one advisory lock, shared by
-   all accounts, under which no two connections claim the same Runpod id), and first
-   assignments by rule.
+   all accounts, under which no two connections claim the same Runpod id), first assignments
+   by rule, and the unattributed spend of those the slice's records changed.
 5. The ledger: the slice's usage entries in one INSERT, whose trigger upserts the totals of
    their funding sources and allocations in one statement sorted by owner (funding/totals.py).
 6. Rollups: the slice's days, the same days by lab (the account's own rows), then their
@@ -67,7 +67,7 @@ from labgov.core import dataversion
 from labgov.core.errors import DomainError
 from labgov.core.periods import UTC, day_start, hour_floor
 from labgov.runpod import billing_store, partitions
-from labgov.runpod.attribution import rules_apply, unattributed_refresh
+from labgov.runpod.attribution import rules_apply
 from labgov.runpod.errors import RunpodError
 from labgov.runpod.inventory import inventory_sync
 from labgov.runpod.locks import account_lock, account_lock_serial, account_lock_slice
@@ -293,8 +293,7 @@ def _account_sync(account, trigger, actor, start, end, client_factory) -> SyncRu
     except DATABASE_GONE as exc:
         what = contention(exc)
         if what is not None:
-            # Outside a slice (inventory, rules, the finish step), so not retried; the
-            # connection is fine.
+            # Outside a slice (inventory, rules), so not retried; the connection is fine.
             log.warning("sync of account %s met a %s: %s", account.pk, what, exc)
             error = DATABASE_CONTENDED.format(what=what, where="", why=CONTENTION_WHY[what])
         else:
@@ -465,11 +464,6 @@ def _sync(account, run, token, window: Window, client_factory) -> dict:
             collect(future)
         seconds["billing"] = clock() - billing_started
         seconds["billing_waiting_for_runpod"] = waited
-    finish_started = clock()
-    with transaction.atomic():
-        account_lock(account.pk)
-        unattributed_refresh(account=account)
-    seconds["finish"] = clock() - finish_started
     counts["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     return counts
 
@@ -501,12 +495,16 @@ def _slice_write(account, payload) -> tuple[int, int, int]:
         try:
             with transaction.atomic():
                 account_lock_slice(account.pk)
-                written, days = billing_store.write_slice(account=account, payload=payload)
+                written = billing_store.write_slice(account=account, payload=payload)
                 account_lock_serial(account.pk)
-                # The ledger's usage and rollups of the slice's days, from one scan of their
-                # records; the unattributed queue is refreshed once, when all are written.
-                entries = span_written(account=account, days=days)
-            return written, entries, attempt - 1
+                # The unattributed queue moves as the records moved it; the ledger's usage
+                # and the rollups of the slice's days follow one scan of their records.
+                entries = span_written(
+                    account=account,
+                    days=written.days,
+                    unattributed_moved=written.unattributed_moved,
+                )
+            return written.records, entries, attempt - 1
         except DATABASE_GONE as exc:
             what = contention(exc)
             if what is None:

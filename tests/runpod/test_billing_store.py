@@ -8,7 +8,7 @@ import pytest
 
 from labgov.runpod.billing_store import SlicePayload, _layout, uses_bulk_sql, write_slice
 from labgov.runpod.errors import RunpodBadResponse
-from labgov.runpod.models import BillingRecord, Resource
+from labgov.runpod.models import Assignment, BillingRecord, Resource
 from labgov.runpod.types import BillingKind
 from tests.factories import ResourceFactory, RunpodAccountFactory
 
@@ -50,7 +50,9 @@ def _write(account, body):
 
 
 def test_records_of_known_and_unknown_pods_are_written(account):
-    count, days = _write(account, _body(_record(), _record(podId="pod-gone", totalAmount="0.25")))
+    count, days, _ = _write(
+        account, _body(_record(), _record(podId="pod-gone", totalAmount="0.25"))
+    )
     assert count == 2 and days == {T0.date()}
     gone = Resource.objects.get(runpod_id="pod-gone")
     assert gone.billing_only and gone.status == ""
@@ -108,7 +110,7 @@ def test_a_record_from_outside_the_window_that_is_there_already_is_upserted(acco
         },
     )
     write_slice(account=account, payload=earlier)
-    count, _ = _write(
+    count, *_ = _write(
         account,
         _body(
             _record(
@@ -157,7 +159,7 @@ def test_a_metadata_key_inside_a_record_is_not_the_documents(account):
     (2) decides."""
     tricky = {**SECOND, "metadata": {"recordCount": 1}}
     body = json.dumps({"metadata": {"recordCount": 2}, "records": [_record(), tricky]}).encode()
-    count, _ = _write(account, body)
+    count, *_ = _write(account, body)
     assert count == 2 and BillingRecord.objects.count() == 2
     body = json.dumps({"metadata": {"recordCount": 1}, "records": [_record(), tricky]}).encode()
     with pytest.raises(RunpodBadResponse, match="say there are 1 records but carry 2"):
@@ -216,7 +218,7 @@ def test_a_key_between_the_records_and_the_metadata_is_read_as_the_records_key_s
         {"records": [_record()], "more": [smuggled], "metadata": {"recordCount": 1}}
     ).encode()
     assert _layout(body, BillingKind.POD)[1] is not None  # the bytes were taken first
-    count, _ = _write(account, body)
+    count, *_ = _write(account, body)
     assert count == 1
     assert _amounts() == {T0: Decimal("0.5")}
     assert not Resource.objects.filter(runpod_id="pod-smuggled").exists()
@@ -229,3 +231,29 @@ def test_a_bad_record_is_refused_whichever_way_the_body_is_read(account):
     with pytest.raises(RunpodBadResponse, match="pod billing records"):
         _write(account, body)
     assert not BillingRecord.objects.exists()
+
+
+def test_each_write_says_how_far_it_moved_each_resources_unattributed_spend(account, world):
+    """What the records owe nobody after a write less before, per resource: the sync's
+    unattributed queue moves by it, with no scan of the resource's other records."""
+    pod = Resource.objects.get(runpod_id="pod-a")
+    later = {"startTime": "2026-11-01T01:00:00Z", "endTime": "2026-11-01T02:00:00Z"}
+
+    def moved(*records):
+        return _write(account, _body(*records)).unattributed_moved
+
+    assert moved(_record(), _record(**later, totalAmount="0.25")) == {pod.pk: Decimal("0.75")}
+    # The same records again: upserted, nothing changed, nothing moved.
+    assert moved(_record(), _record(**later, totalAmount="0.25")) == {}
+    # Runpod corrects the first hour: 0.2 where 0.5 was.
+    corrected = [_record(totalAmount="0.2", gpuAmount="0.2"), _record(**later, totalAmount="0.25")]
+    assert moved(*corrected) == {pod.pk: Decimal("-0.3")}
+    # Its spend is attributed from before the first hour on: its records owe nobody now.
+    Assignment.objects.create(
+        resource=pod,
+        allocation=world.allocation,
+        starts_at=T0 - dt.timedelta(days=1),
+        source=Assignment.Source.MANUAL,
+    )
+    assert moved(*corrected) == {pod.pk: Decimal("-0.45")}
+    assert _amounts() == {T0: Decimal("0.2"), T0 + dt.timedelta(hours=1): Decimal("0.25")}

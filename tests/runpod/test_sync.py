@@ -20,6 +20,7 @@ from labgov.runpod.models import (
 from labgov.runpod.services import resource_assign, rule_create
 from labgov.runpod.sync import BILLING_KINDS, account_sync, lock_claim
 from tests.fixtures_sim import SIM_KEY, hour
+from tests.runpod.test_sync_parallel import _unattributed
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
 
@@ -95,9 +96,10 @@ def test_full_sync_stores_inventory_and_every_record_exactly(
     assert stored_runpod == runpod_total
     # A stopped pod's volume disk is billed while it is stopped: the sync must have it.
     assert BillingRecord.objects.filter(kind=ResourceKind.POD, disk_usd__gt=0).exists()
-    # Attributed spend reached the ledger.
+    # Attributed spend reached the ledger; each resource's unattributed spend is its records'.
     attributed = _stored_total(sim_account, allocation__isnull=False)
     assert _ledger_usage() == attributed
+    assert sum(_unattributed(sim_account).values()) == api - attributed > 0
 
 
 def test_resync_changes_nothing(sim, sim_account, fast_clients):
@@ -137,6 +139,8 @@ def test_the_growing_current_hour_is_updated_not_duplicated(sim, sim_account, fa
         _sync(sim_account, fast_clients)
     assert BillingRecord.objects.filter(bucket_start=hour(sim.state.now)).count() == partial
     assert _stored_total(sim_account, bucket_start=hour(sim.state.now)) > before
+    # The hour's grown records moved each resource's unattributed spend by what they grew.
+    _unattributed(sim_account)
 
 
 def test_explicit_window_from_the_command(sim, sim_account, fast_clients):

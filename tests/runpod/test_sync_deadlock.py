@@ -271,7 +271,7 @@ def test_a_deadlock_outside_a_slice_is_named_too(small_sim, world, monkeypatch):
     def deadlocked(**kwargs):
         raise _django_wrapped(psycopg.errors.DeadlockDetected("deadlock detected"))
 
-    monkeypatch.setattr(sync_module, "unattributed_refresh", deadlocked)
+    monkeypatch.setattr(sync_module, "rules_apply", deadlocked)
     run = account_sync(account_id=account.pk, client_factory=_plain_http_client(small_sim))
     assert run.status == SyncRun.Status.FAILED
     assert run.error.startswith("The sync met a deadlock in the database: PostgreSQL ended")

@@ -16,7 +16,7 @@ from labgov.runpod.services import account_connect
 from labgov.runpod.sync import account_sync
 from labgov.simulator import SimulatorServer, load_scenario
 from tests.factories import MembershipFactory
-from tests.runpod.test_sync_parallel import _totals
+from tests.runpod.test_sync_parallel import _totals, _unattributed
 
 pytestmark = [pytest.mark.usefixtures("postgres"), pytest.mark.django_db(transaction=True)]
 
@@ -100,6 +100,9 @@ def test_a_sync_whose_database_connection_dies_fails_in_words_and_the_next_succe
     assert run.error.startswith("The connection to the database was lost during the sync (")
     assert "next sync fetches the rest" in run.error
     assert RunpodAccount.objects.get(pk=account.pk).sync_locked_until is None  # released
+    # The slice written before the database went is whole: its resources' unattributed
+    # spend is what their records say, with no step after the last slice to put it right.
+    assert any(_unattributed(account).values())
     monkeypatch.undo()
 
     again = account_sync(account_id=account.pk, client_factory=fast_clients)

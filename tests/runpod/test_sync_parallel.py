@@ -11,7 +11,7 @@ from django.db import connection
 from labgov.accounts.models import Role
 from labgov.funding.models import LedgerEntry
 from labgov.runpod import billing_store
-from labgov.runpod.models import BillingRecord
+from labgov.runpod.models import BillingRecord, Resource
 from labgov.runpod.removal import account_removal_request, account_remove
 from labgov.runpod.services import account_connect
 from labgov.runpod.sync import account_sync
@@ -21,11 +21,29 @@ from tests.factories import MembershipFactory
 pytestmark = [pytest.mark.usefixtures("at_sim_now", "postgres")]
 
 
+def _unattributed(account) -> dict:
+    """{(kind, Runpod id): the resource's unattributed spend}, after checking each figure is
+    what its unattributed records add up to now."""
+    kept, counted = {}, {}
+    for resource in Resource.objects.filter(account=account):
+        key = (resource.kind, resource.runpod_id)
+        kept[key] = resource.unattributed_usd
+        counted[key] = sum(
+            resource.billing_records.filter(allocation__isnull=True).values_list(
+                "total_usd", flat=True
+            ),
+            Decimal(0),
+        )
+    assert kept == counted
+    return kept
+
+
 def _totals(account):
     def total(values):
         return sum(values, Decimal(0))
 
     return {
+        "unattributed": _unattributed(account),
         "records": total(
             BillingRecord.objects.filter(resource__account=account).values_list(
                 "total_usd", flat=True
