@@ -389,6 +389,13 @@ def span_unattributed(*, account, days: Iterable[dt.date]) -> dict[int, Decimal]
     }
 
 
+def unattributed_delta(before: dict[int, Decimal], after: dict[int, Decimal]) -> dict[int, Decimal]:
+    """{resource id: after less before} of two span_unattributed-shaped readings, for
+    `unattributed_move`: the resources whose unattributed spend moved."""
+    moved = {pk: after.get(pk, ZERO) - before.get(pk, ZERO) for pk in before.keys() | after}
+    return {pk: amount for pk, amount in moved.items() if amount}
+
+
 def unattributed_move(moved: dict[int, Decimal]) -> int:
     """Under the account's lock, after a writer rewrote the billing records of some days:
     move each resource's `unattributed_usd` by what its unattributed records of those days

@@ -22,7 +22,13 @@ from django.utils import timezone
 
 from labgov.core import dataversion
 from labgov.runpod import partitions
-from labgov.runpod.attribution import Timeline, days_between, rules_apply, span_unattributed
+from labgov.runpod.attribution import (
+    Timeline,
+    days_between,
+    rules_apply,
+    span_unattributed,
+    unattributed_delta,
+)
 from labgov.runpod.client import BILLING_ENDPOINTS
 from labgov.runpod.errors import RunpodBadResponse
 from labgov.runpod.locks import account_lock_serial
@@ -60,7 +66,8 @@ class SliceWritten(NamedTuple):
 
     records: int
     days: set[dt.date]  # the UTC days it touched
-    # {resource id: how much its unattributed spend moved}, resources that moved only.
+    # {resource id: how much its unattributed spend moved}, resources that moved only (the
+    # statement's HAVING, or unattributed_delta).
     unattributed_moved: dict[int, Decimal]
 
 
@@ -95,24 +102,20 @@ def write_slice(*, account, payload: SlicePayload) -> SliceWritten:
     how far it moved each resource's unattributed spend (what its records owed nobody after
     the write less before), for `providers.span_written`."""
     days = days_between(payload.start, payload.end)
-    moved: dict[int, Decimal] = {}
     if payload.bodies:
-        count = 0
+        count, moved = 0, {}
         for kind, body in payload.bodies.items():
             written, kind_moved = _pg_upsert(
                 account, kind, body, window=(payload.start, payload.end)
             )
             count += written
-            for resource_id, amount in kind_moved.items():
-                moved[resource_id] = moved.get(resource_id, ZERO) + amount
+            moved.update(kind_moved)  # a resource is of one kind: no id in two bodies
     else:
         before = span_unattributed(account=account, days=days)
         count = _generic_upsert(account, payload.records)
-        after = span_unattributed(account=account, days=days)
-        for resource_id in before.keys() | after:
-            moved[resource_id] = after.get(resource_id, ZERO) - before.get(resource_id, ZERO)
+        moved = unattributed_delta(before, span_unattributed(account=account, days=days))
     account_records_upsert(account=account, records=payload.account_records)
-    return SliceWritten(count, days, {pk: amount for pk, amount in moved.items() if amount})
+    return SliceWritten(count, days, moved)
 
 
 # --- resources billed but never listed -------------------------------------------------------
@@ -410,8 +413,7 @@ def _pg_upsert(
                 {**params, "only": only},
                 kind,
             )
-            for resource_id, amount in theirs.items():
-                moved[resource_id] = moved.get(resource_id, ZERO) + amount
+            moved.update(theirs)  # only resources made just now, none of the first pass's
     return count, moved
 
 

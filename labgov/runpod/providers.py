@@ -25,8 +25,7 @@ import datetime as dt
 from collections.abc import Iterable
 from decimal import Decimal
 
-from labgov.core.money import ZERO
-from labgov.runpod.attribution import unattributed_move, usage_reconcile
+from labgov.runpod.attribution import unattributed_delta, unattributed_move, usage_reconcile
 from labgov.runpod.locks import account_lock_serial
 from labgov.usage.services import rollups_rebuild, span_sums
 
@@ -55,11 +54,7 @@ def span_written(
     account_lock_serial(account.pk)
     sums = span_sums(account=account, days=days, unowned=unattributed_before is not None)
     if unattributed_before is not None:
-        after = sums.unowned
-        unattributed_moved = {
-            pk: after.get(pk, ZERO) - unattributed_before.get(pk, ZERO)
-            for pk in unattributed_before.keys() | after
-        }
+        unattributed_moved = unattributed_delta(unattributed_before, sums.unowned)
     unattributed_move(unattributed_moved)
     entries = usage_reconcile(account=account, days=days, sums=sums)
     rollups_rebuild(account=account, days=days, sums=sums)
