@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,6 +82,12 @@ def main() -> None:
     parser.add_argument("--slice-hours", type=int, default=24)
     parser.add_argument("--database", default=DB, help="created and dropped (default %(default)s)")
     parser.add_argument("--debug", action="store_true", help="the development settings (DEBUG on)")
+    parser.add_argument(
+        "--rules",
+        action="store_true",
+        help="an account-wide attribution rule from before the first record, so that every "
+        "record is attributed to a grant as in production (default: none, all unattributed)",
+    )
     args = parser.parse_args()
 
     # Production's settings (DEBUG off), as the deploy units run the sync: with DEBUG on,
@@ -122,7 +129,7 @@ def main() -> None:
     )
     try:
         _wait_for(port, sim)
-        result = _run(port, sim.pid)
+        result = _run(port, sim.pid, rules=args.rules, days=args.days)
     finally:
         sim.terminate()
         sim.wait(10)
@@ -182,7 +189,7 @@ class StepClock:
         }
 
 
-def _run(port: int, simulator_pid: int) -> dict:
+def _run(port: int, simulator_pid: int, *, rules: bool, days: int) -> dict:
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -203,6 +210,14 @@ def _run(port: int, simulator_pid: int) -> dict:
     # Whatever the slice's transaction calls after its records, by the names sync.py uses.
     for name in ("span_written",):
         steps.wrap(sync, name)
+    # And what span_written does (labgov/runpod/providers.py), step by step.
+    from labgov.runpod import providers
+    from labgov.usage import services as usage
+
+    for name in ("span_sums", "unattributed_move", "usage_reconcile", "rollups_rebuild"):
+        steps.wrap(providers, name, f"span_written: {name}")
+    for name in ("split_deltas", "lab_days_rebuild", "months_rebuild", "spend_changed"):
+        steps.wrap(usage, name, f"span_written: {name}")
     steps.wrap(sync, "_slice_write", "whole slice (its transaction)")
     # Where a slice, its records written, waits for the slice before it to commit.
     steps.wrap(sync, "account_lock_serial", "waiting for the serial lock")
@@ -215,6 +230,8 @@ def _run(port: int, simulator_pid: int) -> dict:
         api_key="sim-key",
         base_url=f"http://127.0.0.1:{port}",
     )
+    if rules:
+        _rule_for_everything(institution, account, days=days + 2)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     backends = _BackendCpu()  # every PostgreSQL backend the sync's connections use
     backends.watch(connection)
@@ -300,6 +317,7 @@ def _run(port: int, simulator_pid: int) -> dict:
         "routine_resync_seconds": round(resync_seconds, 2),
         "routine_resync_records": again.counts.get("records"),
         "ledger_entries": run.counts.get("ledger_entries"),
+        "attributed_records": BillingRecord.objects.filter(allocation__isnull=False).count(),
         "sync_phase_seconds": run.counts.get("seconds"),
         "writers": settings.LABGOV_SYNC_WRITERS,
         "sync_process_cpu_s": round(sync_cpu, 2),
@@ -361,6 +379,48 @@ class _BackendCpu:
                 self.spent += procs.process_cpu(pid) - started
             self.started.clear()
             return self.spent
+
+
+def _rule_for_everything(institution, account, *, days: int) -> None:
+    """An institution admin's lab, grant and allocation, and an account-wide rule starting
+    `days` ago: the sync's inventory assigns every resource it finds, and its billing
+    attributes every record, as a production account's first sync with rules does."""
+    from django.utils import timezone
+
+    from labgov.accounts.models import Role, User
+    from labgov.accounts.services import lab_create, membership_grant
+    from labgov.funding.services import allocation_create, funding_source_create
+    from labgov.runpod.models import AttributionRule
+    from labgov.runpod.services import rule_create
+
+    admin = User.objects.create_user(username="bench-admin", email="admin@bench.example")
+    membership_grant(actor=None, user=admin, role=Role.INSTITUTION_ADMIN, institution=institution)
+    lab = lab_create(actor=admin, institution=institution, name="Bench Lab")
+    today = timezone.now().date()
+    grant = funding_source_create(
+        actor=admin,
+        lab=lab,
+        name="Bench grant",
+        start_date=today - dt.timedelta(days=days),
+        end_date=today + dt.timedelta(days=365),
+        amount_usd=Decimal("10000000"),
+    )
+    allocation = allocation_create(
+        actor=admin,
+        funding_source=grant,
+        cap_usd=Decimal("10000000"),
+        start_date=grant.start_date,
+        end_date=grant.end_date,
+        project_name="Bench project",
+    )
+    rule_create(
+        actor=admin,
+        account=account,
+        kind=AttributionRule.Kind.ACCOUNT,
+        pattern="",
+        allocation=allocation,
+        starts_at=timezone.now() - dt.timedelta(days=days),
+    )
 
 
 COPY_COLUMNS = (

@@ -24,9 +24,11 @@ from labgov.core import dataversion
 from labgov.runpod import partitions
 from labgov.runpod.attribution import (
     Timeline,
+    allocation_at_sql,
     days_between,
     rules_apply,
     span_unattributed,
+    timeline_sql,
     unattributed_delta,
 )
 from labgov.runpod.client import BILLING_ENDPOINTS
@@ -284,32 +286,23 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
                    {", ".join(f'r."{n}"' for n in amounts)}
             FROM json_to_recordset({records or "(%(body)s::json) -> 'records'"}) AS r({declared})
         ),
+        -- The account's resources of the kind, each with its timeline: a record's
+        -- allocation is read from its own resource's row.
         res AS (
-            SELECT id, runpod_id FROM runpod_resource
-            WHERE account_id = %(account)s AND kind = %(kind)s
-        ),
-        -- Each resource's assignments as [starts_at, next start) pieces, hash-joined to the
-        -- records: the latest assignment starting at or before a bucket decides it.
-        timeline AS (
-            SELECT a.resource_id, a.allocation_id, a.starts_at,
-                   lead(a.starts_at) OVER (
-                       PARTITION BY a.resource_id ORDER BY a.starts_at, a.id
-                   ) AS ends_at
-            FROM runpod_assignment a JOIN res ON res.id = a.resource_id
+            SELECT r.id, r.runpod_id, t.starts, t.allocations
+            FROM runpod_resource r LEFT JOIN LATERAL {timeline_sql("r")} t ON true
+            WHERE r.account_id = %(account)s AND r.kind = %(kind)s
         ),
         written AS (
             INSERT INTO runpod_billingrecord AS b (
                 resource_id, bucket_start, kind, bucket_end, {", ".join(AMOUNT_COLUMNS)},
                 allocation_id, synced_at)
             SELECT res.id, s.bucket_start, %(kind)s, s.bucket_end, s."totalAmount", {values},
-                   t.allocation_id, now()
+                   {allocation_at_sql("res", "s.bucket_start")}, now()
             FROM src s
             JOIN res ON res.runpod_id = s.rid
                 -- The second pass, once the resources billed but never listed exist: theirs.
                 AND (%(only)s::text[] IS NULL OR s.rid = ANY(%(only)s::text[]))
-            LEFT JOIN timeline t
-              ON t.resource_id = res.id AND t.starts_at <= s.bucket_start
-             AND (t.ends_at IS NULL OR s.bucket_start < t.ends_at)
             {on_conflict if upsert else ""}
             RETURNING b.resource_id, b.bucket_start, b.total_usd, b.allocation_id
         )

@@ -57,7 +57,14 @@ from labgov.core.errors import DomainError
 from labgov.core.money import ZERO
 from labgov.core.periods import UTC
 from labgov.runpod import partitions
-from labgov.runpod.attribution import Timeline, days_between, rules_apply, span_unattributed
+from labgov.runpod.attribution import (
+    Timeline,
+    allocation_at_sql,
+    days_between,
+    rules_apply,
+    span_unattributed,
+    timeline_sql,
+)
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import (
     AccountBillingRecord,
@@ -1022,13 +1029,11 @@ class _PgStage:
             """,
                 params,
             )
-        insert = """
+        # Each resource's timeline, one row per resource, joined on its id to its records.
+        insert = f"""
             WITH timeline AS (
-                SELECT a.resource_id, a.allocation_id, a.starts_at,
-                       lead(a.starts_at) OVER (
-                           PARTITION BY a.resource_id ORDER BY a.starts_at, a.id
-                       ) AS ends_at
-                FROM runpod_assignment a JOIN runpod_resource r ON r.id = a.resource_id
+                SELECT r.id AS resource_id, t.starts, t.allocations
+                FROM runpod_resource r JOIN LATERAL {timeline_sql("r")} t ON true
                 WHERE r.account_id = %(account)s AND r.kind = %(kind)s
             )
             INSERT INTO runpod_billingrecord AS b (
@@ -1038,13 +1043,11 @@ class _PgStage:
                 allocation_id, synced_at)
             SELECT f.resource_id, f.bucket_start, %(kind)s, f.bucket_end, f.total_usd, 0,
                    f.cpu_usd, 0, f.storage_usd, 0, 0, 0, f.credit_usd, f.adjustment_usd,
-                   f.charge_category, f.charge_class, t.allocation_id, now()
-            FROM focus_records f
-            LEFT JOIN timeline t
-              ON t.resource_id = f.resource_id AND t.starts_at <= f.bucket_start
-             AND (t.ends_at IS NULL OR f.bucket_start < t.ends_at)
+                   f.charge_category, f.charge_class,
+                   {allocation_at_sql("t", "f.bucket_start")}, now()
+            FROM focus_records f LEFT JOIN timeline t ON t.resource_id = f.resource_id
             ORDER BY f.resource_id, f.bucket_start
-            """
+            """  # noqa: S608 (SQL of labgov's own: timeline_sql, allocation_at_sql)
         cursor.execute(insert + upsert if held else insert, params)
         cursor.execute(
             """

@@ -3,6 +3,7 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.db import connection
 
 from labgov.core.errors import DomainError
 from labgov.funding.models import Allocation, FundingSource, LedgerEntry
@@ -10,8 +11,10 @@ from labgov.runpod.attribution import (
     BEGINNING,
     UNKNOWN_TAG,
     Timeline,
+    allocation_at_sql,
     rule_for,
     rules_apply,
+    timeline_sql,
     usage_reconcile,
 )
 from labgov.runpod.models import Assignment, AttributionRule, BillingRecord
@@ -63,6 +66,55 @@ def test_timeline_picks_latest_assignment_at_or_before_the_bucket(world, account
     assert timeline.allocation_at(pod.pk, T0 - dt.timedelta(hours=1)) == world.allocation.pk
     assert timeline.allocation_at(pod.pk, T0) == other.pk
     assert timeline.allocation_at(12345, T0) is None
+
+
+def test_the_sql_timeline_answers_as_timeline_does(postgres, world, account):
+    """The writers' SQL (billing_store, focus) reads each bucket's allocation from the
+    resource's timeline arrays: the same answer as Timeline.allocation_at at every moment,
+    before the first assignment, at a start, between, for assignments starting at the same
+    moment (the later one made wins), for one to nobody, and for a resource without any."""
+    pod, bare = ResourceFactory(account=account), ResourceFactory(account=account)
+    other = AllocationFactory(funding_source=world.funding_source, user=world.lab_admin)
+    third = AllocationFactory(funding_source=world.funding_source, user=world.member)
+    hour = dt.timedelta(hours=1)
+    for starts_at, allocation in [
+        (T0, world.allocation),
+        (T0 + 3 * hour, other),
+        (T0 + 3 * hour, third),  # the same moment, made later: it decides from then on
+        (T0 + 5 * hour, None),  # to nobody
+        (T0 + 7 * hour, other),
+    ]:
+        Assignment.objects.create(
+            resource=pod, allocation=allocation, starts_at=starts_at, source="manual"
+        )
+    moments = [T0 + k * hour / 2 for k in range(-2, 20)]
+    timeline = Timeline.for_resources([pod.pk, bare.pk])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT r.id, m, {allocation_at_sql("t", "m")}
+            FROM runpod_resource r LEFT JOIN LATERAL {timeline_sql("r")} t ON true
+            CROSS JOIN unnest(%s::timestamptz[]) m
+            WHERE r.id IN (%s, %s)
+            """,
+            [moments, pod.pk, bare.pk],
+        )
+        rows = cursor.fetchall()
+    assert len(rows) == 2 * len(moments)
+    answers = {(resource_id, moment): allocation for resource_id, moment, allocation in rows}
+    expected = {
+        (resource_id, moment): timeline.allocation_at(resource_id, moment)
+        for resource_id in (pod.pk, bare.pk)
+        for moment in moments
+    }
+    assert answers == expected
+    # The timeline above, spelled out at a few moments.
+    assert answers[(pod.pk, T0 - hour)] is None
+    assert answers[(pod.pk, T0)] == world.allocation.pk
+    assert answers[(pod.pk, T0 + 3 * hour)] == third.pk
+    assert answers[(pod.pk, T0 + 5 * hour)] is None
+    assert answers[(pod.pk, T0 + 9 * hour)] == other.pk
+    assert {answers[(bare.pk, m)] for m in moments} == {None}
 
 
 @pytest.mark.parametrize(
