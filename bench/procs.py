@@ -43,3 +43,12 @@ def stop_group(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=5)
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, idle) core-seconds of the whole machine so far, from /proc/stat (iowait counts
+    as idle): the difference over a run tells how much of the cores it left unused."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq = (int(f) for f in fields[:7])
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / hz, (idle + iowait) / hz

@@ -238,9 +238,13 @@ def _run(port: int, simulator_pid: int, *, rules: bool, days: int) -> dict:
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
     simulator_before = procs.process_cpu(simulator_pid)
     load_before = os.getloadavg()
+    machine_before = procs.machine_cpu()
     started = time.perf_counter()
     run = account_sync(account_id=account.pk)
     sync_seconds = time.perf_counter() - started
+    machine_busy, machine_idle = (
+        after - before for after, before in zip(procs.machine_cpu(), machine_before, strict=True)
+    )
     cpu_postgres = backends.stop()
     usage_after = resource.getrusage(resource.RUSAGE_SELF)
     sync_cpu = (usage_after.ru_utime - usage_before.ru_utime) + (
@@ -321,6 +325,9 @@ def _run(port: int, simulator_pid: int, *, rules: bool, days: int) -> dict:
         "sync_phase_seconds": run.counts.get("seconds"),
         "writers": settings.LABGOV_SYNC_WRITERS,
         "sync_process_cpu_s": round(sync_cpu, 2),
+        # The whole machine over the sync: its cores' busy and idle seconds.
+        "sync_machine_busy_core_s": round(machine_busy, 2),
+        "sync_machine_idle_core_s": round(machine_idle, 2),
         "simulator_cpu_s": round(simulator_cpu, 2),
         "billing_steps": billing_steps,
         "load_average_before_sync": [round(x, 2) for x in load_before],
