@@ -21,7 +21,6 @@ from labgov.runpod.attribution import (
     BEGINNING,
     reattribute,
     unattributed_refresh,
-    usage_reconcile,
 )
 from labgov.runpod.locks import account_lock
 from labgov.runpod.models import (
@@ -34,8 +33,8 @@ from labgov.runpod.models import (
     RunpodAccount,
     SyncRun,
 )
+from labgov.runpod.providers import span_reattributed
 from labgov.usage.periods import closed_until, require_open
-from labgov.usage.services import rollups_rebuild
 
 ACCOUNT_AUDIT_FIELDS = [
     "name",
@@ -504,8 +503,7 @@ def rule_create(
             "first"
         ]
         days = reattribute(resource_ids=newly, since=since)
-        usage_reconcile(account=account, days=days)
-        rollups_rebuild(account=account, days=days)
+        span_reattributed(account=account, days=days)
         unattributed_refresh(resource_ids=newly)
     return rule
 
@@ -601,8 +599,7 @@ def resource_assign(
             actor=actor, resource=locked, before_allocation_id=before["allocation_id"]
         )
     days = reattribute(resource_ids=[locked.pk], since=starts_at)
-    usage_reconcile(account=locked.account, days=days)
-    rollups_rebuild(account=locked.account, days=days)
+    span_reattributed(account=locked.account, days=days)
     unattributed_refresh(resource_ids=[locked.pk])
     audit_record(
         actor=actor,
