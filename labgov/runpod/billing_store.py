@@ -286,12 +286,21 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
                    {", ".join(f'r."{n}"' for n in amounts)}
             FROM json_to_recordset({records or "(%(body)s::json) -> 'records'"}) AS r({declared})
         ),
-        -- The account's resources of the kind, each with its timeline: a record's
-        -- allocation is read from its own resource's row.
+        -- The resources the body bills, each with its timeline (a record's allocation is
+        -- read from its own resource's row), each found by an index probe of its id: an
+        -- account keeps every resource it ever had, and reading all of them for a body
+        -- billing a few hundred cost 0.56 s a statement at 50,000 (LIMIT 1 keeps the probe
+        -- a probe: a unique key, and no join the planner may turn into a rescan per row).
+        billed AS (SELECT DISTINCT rid FROM src WHERE rid IS NOT NULL),
         res AS (
             SELECT r.id, r.runpod_id, t.starts, t.allocations
-            FROM runpod_resource r LEFT JOIN LATERAL {timeline_sql("r")} t ON true
-            WHERE r.account_id = %(account)s AND r.kind = %(kind)s
+            FROM billed
+            JOIN LATERAL (
+                SELECT id, runpod_id FROM runpod_resource
+                WHERE account_id = %(account)s AND kind = %(kind)s AND runpod_id = billed.rid
+                LIMIT 1
+            ) r ON true
+            LEFT JOIN LATERAL {timeline_sql("r")} t ON true
         ),
         written AS (
             INSERT INTO runpod_billingrecord AS b (

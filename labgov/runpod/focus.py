@@ -1029,12 +1029,13 @@ class _PgStage:
             """,
                 params,
             )
-        # Each resource's timeline, one row per resource, joined on its id to its records.
+        # The timeline of each resource the file bills (not of every one the account ever
+        # had), one row per resource, joined on its id to its records.
         insert = f"""
             WITH timeline AS (
                 SELECT r.id AS resource_id, t.starts, t.allocations
-                FROM runpod_resource r JOIN LATERAL {timeline_sql("r")} t ON true
-                WHERE r.account_id = %(account)s AND r.kind = %(kind)s
+                FROM (SELECT DISTINCT resource_id AS id FROM focus_records) r
+                JOIN LATERAL {timeline_sql("r")} t ON true
             )
             INSERT INTO runpod_billingrecord AS b (
                 resource_id, bucket_start, kind, bucket_end, total_usd, gpu_usd, cpu_usd,
