@@ -223,9 +223,18 @@ def refuse_ids_owned_elsewhere(
 
 
 def _resources_upsert(account, fetched: dict, now: dt.datetime) -> dict:
+    # The account's resources that this sync may change: those listed now, and those not yet
+    # gone (which become gone if not listed). An account keeps every resource it ever had:
+    # reading the gone ones too, each sync, cost 2.0 s and 204 MB of memory at 50,000.
+    wanted = Q(gone_at__isnull=True)
+    listed = _ids_q(fetched)
+    if listed is not None:
+        wanted |= listed
     existing = {
         (r.kind, r.runpod_id): r
-        for r in Resource.objects.filter(account=account).exclude(kind=ResourceKind.ENDPOINT)
+        for r in Resource.objects.filter(wanted, account=account).exclude(
+            kind=ResourceKind.ENDPOINT
+        )
     }
     refuse_ids_owned_elsewhere(
         account,

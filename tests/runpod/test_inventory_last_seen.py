@@ -40,3 +40,32 @@ def test_a_pod_that_vanishes_after_several_syncs_is_gone_from_its_last_sighting(
     pod.refresh_from_db()
     assert pod.status == "TERMINATED"
     assert pod.gone_at == second != first_seen
+
+
+@pytest.mark.django_db
+def test_a_gone_resource_listed_again_comes_back_and_the_others_stay_gone(world):
+    """The inventory reads only the resources a sync may change (those listed, those not yet
+    gone): one gone and listed again is back, one gone and not listed keeps its gone_at, one
+    live and not listed is gone from its last sighting."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from labgov.runpod.inventory import _resources_upsert
+    from tests.factories import ResourceFactory, RunpodAccountFactory
+
+    account = RunpodAccountFactory(institution=world.institution)
+    now = timezone.now()
+    long_ago, earlier = now - dt.timedelta(days=30), now - dt.timedelta(hours=1)
+    back = ResourceFactory(account=account, gone_at=long_ago, status="TERMINATED")
+    still_gone = ResourceFactory(account=account, gone_at=long_ago, last_seen_at=long_ago)
+    vanishing = ResourceFactory(account=account, last_seen_at=earlier)
+    fetched = {(back.kind, back.runpod_id): {"name": back.name, "status": "RUNNING"}}
+    counts = _resources_upsert(account, fetched, now)
+    assert counts == {"resources_new": 0, "resources_changed": 1, "resources_gone": 1}
+    back.refresh_from_db()
+    still_gone.refresh_from_db()
+    vanishing.refresh_from_db()
+    assert back.gone_at is None and back.status == "RUNNING" and back.last_seen_at == now
+    assert still_gone.gone_at == long_ago and still_gone.last_seen_at == long_ago
+    assert vanishing.gone_at == earlier
