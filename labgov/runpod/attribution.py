@@ -265,10 +265,13 @@ def _first_assignments(account, unassigned: list[Resource], rules, closed) -> li
     Assignment.objects.bulk_create(new)
     TagClaim.objects.bulk_create(claims, ignore_conflicts=True)
     Resource.objects.bulk_update(refused, ["tag_refusal"], batch_size=500)
+    # One UPDATE per allocation, not per resource: a rule made on an account with 50,000
+    # resources it matched sent 50,000 of them.
+    by_allocation: dict[int, list[int]] = defaultdict(list)
     for assignment in new:
-        Resource.objects.filter(pk=assignment.resource_id).update(
-            current_allocation_id=assignment.allocation_id
-        )
+        by_allocation[assignment.allocation_id].append(assignment.resource_id)
+    for allocation_id, resource_ids in by_allocation.items():
+        Resource.objects.filter(pk__in=resource_ids).update(current_allocation_id=allocation_id)
     return [a.resource_id for a in new]
 
 
