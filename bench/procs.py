@@ -52,3 +52,25 @@ def machine_cpu() -> tuple[float, float]:
     user, nice, system, idle, iowait, irq, softirq = (int(f) for f in fields[:7])
     hz = os.sysconf("SC_CLK_TCK")
     return (user + nice + system + irq + softirq) / hz, (idle + iowait) / hz
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss_mb() -> float:
+    """This process's resident memory now, in MB."""
+    return _status_kb("VmRSS") / 1024
+
+
+def peak_reset() -> None:
+    """Start this process's resident peak (VmHWM) again from now (proc(5): clear_refs 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_mb() -> float:
+    """This process's resident peak since it started or since peak_reset, in MB."""
+    return _status_kb("VmHWM") / 1024

@@ -83,6 +83,13 @@ def main() -> None:
     parser.add_argument("--database", default=DB, help="created and dropped (default %(default)s)")
     parser.add_argument("--debug", action="store_true", help="the development settings (DEBUG on)")
     parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="resources the account had before, gone and never attributed, added before the "
+        "routine resync (an account keeps every resource it ever had; default %(default)s)",
+    )
+    parser.add_argument(
         "--rules",
         action="store_true",
         help="an account-wide attribution rule from before the first record, so that every "
@@ -129,7 +136,7 @@ def main() -> None:
     )
     try:
         _wait_for(port, sim)
-        result = _run(port, sim.pid, rules=args.rules, days=args.days)
+        result = _run(port, sim.pid, rules=args.rules, days=args.days, history=args.history)
     finally:
         sim.terminate()
         sim.wait(10)
@@ -189,7 +196,7 @@ class StepClock:
         }
 
 
-def _run(port: int, simulator_pid: int, *, rules: bool, days: int) -> dict:
+def _run(port: int, simulator_pid: int, *, rules: bool, days: int, history: int) -> dict:
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -288,9 +295,14 @@ def _run(port: int, simulator_pid: int, *, rules: bool, days: int) -> dict:
     )
 
     # A second sync over the default window (the overlap): what a routine 15-minute run costs.
+    if history:
+        _history_add(account, history)
+    rss_before_resync = procs.rss_mb()
+    procs.peak_reset()
     started = time.perf_counter()
     again = account_sync(account_id=account.pk)
     resync_seconds = time.perf_counter() - started
+    resync_rss_growth = procs.peak_mb() - rss_before_resync
     # Without --rules: then an institution admin's account-wide rule reaching back over every
     # record (rule_create in one transaction: every record re-attributed, the ledger's usage
     # and the rollups of every day following), what the rule page's request waits for.
@@ -328,6 +340,8 @@ def _run(port: int, simulator_pid: int, *, rules: bool, days: int) -> dict:
         "rss_before_sync_mb": round(rss_before),
         "routine_resync_seconds": round(resync_seconds, 2),
         "routine_resync_records": again.counts.get("records"),
+        "history_resources": history,
+        "routine_resync_peak_growth_mb": round(resync_rss_growth),
         "backdated_rule_seconds": backdated_rule_seconds,
         "ledger_entries": run.counts.get("ledger_entries"),
         "attributed_records": BillingRecord.objects.filter(allocation__isnull=False).count(),
@@ -395,6 +409,50 @@ class _BackendCpu:
                 self.spent += procs.process_cpu(pid) - started
             self.started.clear()
             return self.spent
+
+
+def _history_add(account, count: int) -> None:
+    """`count` pods the account had before this window: gone a month ago, billing nothing
+    now (copies of one pod of the account under new ids, in one INSERT), and assigned by the
+    account's rule when it has one, as that rule did when they were created."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position)"
+            " FROM information_schema.columns"
+            " WHERE table_name = 'runpod_resource' AND column_name NOT IN ('id', 'runpod_id',"
+            " 'gone_at', 'status', 'tag_refusal', 'current_allocation_id')"
+        )
+        (columns,) = cursor.fetchone()
+        copied = ", ".join(f"r.{c}" for c in columns.split(", "))
+        cursor.execute(
+            f"INSERT INTO runpod_resource ({columns}, runpod_id, gone_at, status, tag_refusal)"
+            f" SELECT {copied}, 'gone-' || g, now() - interval '30 days', 'TERMINATED', ''"
+            " FROM runpod_resource r, generate_series(1, %s) g"
+            " WHERE r.id = (SELECT min(id) FROM runpod_resource"
+            "               WHERE account_id = %s AND kind = 'pod')",
+            [count, account.pk],
+        )
+        cursor.execute(
+            "INSERT INTO runpod_assignment"
+            " (starts_at, source, created_at, note, resource_id, allocation_id, rule_id)"
+            " SELECT now() - interval '60 days', 'rule', now(), '', r.id, rule.allocation_id,"
+            "        rule.id"
+            " FROM runpod_resource r"
+            " JOIN runpod_attributionrule rule"
+            "   ON rule.account_id = r.account_id AND rule.is_active"
+            " WHERE r.account_id = %s AND r.runpod_id LIKE 'gone-%%'",
+            [account.pk],
+        )
+        cursor.execute(
+            "UPDATE runpod_resource r SET current_allocation_id = a.allocation_id"
+            " FROM runpod_assignment a"
+            " WHERE a.resource_id = r.id AND r.account_id = %s AND r.runpod_id LIKE 'gone-%%'",
+            [account.pk],
+        )
+        cursor.execute("ANALYZE runpod_resource")
+        cursor.execute("ANALYZE runpod_assignment")
 
 
 def _rule_for_everything(institution, account, *, days: int) -> None:

@@ -302,9 +302,18 @@ def allocation_at_sql(timeline: str, moment: str) -> str:
 
 def reattribute(*, resource_ids: list[int], since: dt.datetime) -> set[dt.date]:
     """Recompute the allocation of the resources' records from `since` on, one UPDATE per piece
-    of each timeline. Returns the days whose usage may have moved, for `usage_reconcile`."""
-    timeline = Timeline.for_resources(resource_ids)
-    for resource_id in resource_ids:
+    of each billed resource's timeline. Returns the days whose usage may have moved, for
+    `usage_reconcile`."""
+    # Only resources with records from `since` on have any to move. An account-wide rule on
+    # an account that has had 50,000 resources sent an UPDATE for each piece of each one's
+    # timeline: 74 s here, 85 s for the whole rule, past the web server's 60 s timeout.
+    billed = set(
+        BillingRecord.objects.filter(resource_id__in=resource_ids, bucket_start__gte=since)
+        .values_list("resource_id", flat=True)
+        .distinct()
+    )
+    timeline = Timeline.for_resources(sorted(billed))
+    for resource_id in sorted(billed):
         for start, end, allocation_id in timeline.segments(resource_id, since):
             records = BillingRecord.objects.filter(resource_id=resource_id, bucket_start__gte=start)
             if end is not None:
