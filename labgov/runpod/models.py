@@ -540,7 +540,10 @@ class Assignment(models.Model):
         RULE = "rule", "Attribution rule"
         MANUAL = "manual", "Assigned by hand"
 
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="assignments")
+    # Its index leads Meta.indexes' (resource, starts_at): the foreign key needs no other.
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, related_name="assignments", db_index=False
+    )
     allocation = models.ForeignKey(
         "funding.Allocation", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
