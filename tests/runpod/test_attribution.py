@@ -198,22 +198,19 @@ def test_a_tag_that_is_no_allocations_code_here_is_refused(world, account, tag):
     assert pod.tag_refusal == UNKNOWN_TAG
 
 
-def test_without_rules_tags_still_assign_and_refusals_still_clear(world, vision_account):
+def test_without_rules_tags_still_assign_and_refusals_still_clear(
+    world, vision_account, monkeypatch
+):
     """With no rule only resources carrying a tag, or a refusal to clear, are read (an
     account keeps every resource it ever had): the tagged one is assigned, the one whose tag
     went is cleared, the untagged ones stay as they are, whatever the batch they fall in."""
-    from labgov.runpod import attribution
-
     plain = [ResourceFactory(account=vision_account) for _ in range(3)]
     tagged = ResourceFactory(
         account=vision_account, env={"LABGOV_ALLOCATION": world.allocation.tag_code}
     )
     untagged_now = ResourceFactory(account=vision_account, tag_refusal=UNKNOWN_TAG)
-    attribution.RULES_APPLY_BATCH, batch = 1, attribution.RULES_APPLY_BATCH
-    try:
-        assert rules_apply(account=vision_account) == [tagged.pk]
-    finally:
-        attribution.RULES_APPLY_BATCH = batch
+    monkeypatch.setattr("labgov.runpod.attribution.RULES_APPLY_BATCH", 1)
+    assert rules_apply(account=vision_account) == [tagged.pk]
     untagged_now.refresh_from_db()
     assert untagged_now.tag_refusal == ""
     assert list(Assignment.objects.values_list("resource_id", "allocation_id")) == [

@@ -1,12 +1,17 @@
 """Every sync refreshes when each listed resource was last seen, so a pod that vanishes later
 is gone from its last sighting, not its first."""
 
+import datetime as dt
+
 import pytest
 import time_machine
+from django.utils import timezone
 
 from labgov.runpod.client import RunpodClient
+from labgov.runpod.inventory import _resources_upsert
 from labgov.runpod.models import Resource, ResourceKind
 from labgov.runpod.sync import account_sync
+from tests.factories import ResourceFactory, RunpodAccountFactory
 from tests.fixtures_sim import SIM_KEY
 
 pytestmark = pytest.mark.usefixtures("at_sim_now")
@@ -47,13 +52,6 @@ def test_a_gone_resource_listed_again_comes_back_and_the_others_stay_gone(world)
     """The inventory reads only the resources a sync may change (those listed, those not yet
     gone): one gone and listed again is back, one gone and not listed keeps its gone_at, one
     live and not listed is gone from its last sighting."""
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from labgov.runpod.inventory import _resources_upsert
-    from tests.factories import ResourceFactory, RunpodAccountFactory
-
     account = RunpodAccountFactory(institution=world.institution)
     now = timezone.now()
     long_ago, earlier = now - dt.timedelta(days=30), now - dt.timedelta(hours=1)
