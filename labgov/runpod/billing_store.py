@@ -128,12 +128,15 @@ def _ensure_resources(account, wanted: set[tuple[str, str]], last_bucket: dict) 
     in a list (terminated before the first sync): their spend must not be dropped."""
     if not wanted:
         return {}
-    kinds = {k for k, _ in wanted}
+    # Only the wanted ids: an account keeps every resource it ever had.
     known = {
         (kind, rid): pk
-        for pk, kind, rid in Resource.objects.filter(account=account, kind__in=kinds).values_list(
-            "pk", "kind", "runpod_id"
-        )
+        for pk, kind, rid in Resource.objects.filter(
+            account=account,
+            kind__in={k for k, _ in wanted},
+            runpod_id__in={rid for _, rid in wanted},
+        ).values_list("pk", "kind", "runpod_id")
+        if (kind, rid) in wanted
     }
     missing = wanted - set(known)
     if not missing:
@@ -280,18 +283,26 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
                 bucket_end = EXCLUDED.bucket_end, allocation_id = EXCLUDED.allocation_id,
                 synced_at = EXCLUDED.synced_at
             WHERE {changed}"""
+    leftover = ", ".join(
+        ([f"'{id_field}', s.rid"] if id_field else [])
+        + ["'startTime', s.bucket_start", "'endTime', s.bucket_end"]
+        + [f"'{name}', s.\"{name}\"" for name in amounts]
+    )
     return f"""
         WITH src AS MATERIALIZED (
             SELECT {rid} AS rid, r."startTime" AS bucket_start, r."endTime" AS bucket_end,
                    {", ".join(f'r."{n}"' for n in amounts)}
             FROM json_to_recordset({records or "(%(body)s::json) -> 'records'"}) AS r({declared})
         ),
-        -- The resources the body bills, each with its timeline (a record's allocation is
-        -- read from its own resource's row), each found by an index probe of its id: an
-        -- account keeps every resource it ever had, and reading all of them for a body
-        -- billing a few hundred cost 0.56 s a statement at 50,000 (LIMIT 1 keeps the probe
-        -- a probe: a unique key, and no join the planner may turn into a rescan per row).
-        billed AS (SELECT DISTINCT rid FROM src WHERE rid IS NOT NULL),
+        -- The resources the body bills, with each one's last bucket (for those not known yet),
+        -- each found by an index probe of its id with its timeline (a record's allocation is
+        -- read from its own resource's row): an account keeps every resource it ever had, and
+        -- reading all of them for a body billing a few hundred cost 0.56 s a statement at
+        -- 50,000 (LIMIT 1 keeps the probe a probe: a unique key, and no join the planner may
+        -- turn into a rescan per row).
+        billed AS (
+            SELECT rid, max(bucket_end) AS last FROM src WHERE rid IS NOT NULL GROUP BY rid
+        ),
         res AS (
             SELECT r.id, r.runpod_id, t.starts, t.allocations
             FROM billed
@@ -302,6 +313,10 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
             ) r ON true
             LEFT JOIN LATERAL {timeline_sql("r")} t ON true
         ),
+        unknown AS (
+            SELECT b.rid, b.last FROM billed b
+            WHERE NOT EXISTS (SELECT FROM res WHERE res.runpod_id = b.rid)
+        ),
         written AS (
             INSERT INTO runpod_billingrecord AS b (
                 resource_id, bucket_start, kind, bucket_end, {", ".join(AMOUNT_COLUMNS)},
@@ -310,24 +325,32 @@ def _pg_statement(kind: BillingKind, *, upsert: bool = True, records: str = "") 
                    {allocation_at_sql("res", "s.bucket_start")}, now()
             FROM src s
             JOIN res ON res.runpod_id = s.rid
-                -- The second pass, once the resources billed but never listed exist: theirs.
-                AND (%(only)s::text[] IS NULL OR s.rid = ANY(%(only)s::text[]))
             {on_conflict if upsert else ""}
             RETURNING b.resource_id, b.bucket_start, b.total_usd, b.allocation_id
+        ),
+        tally AS (
+            SELECT count(*) AS records,
+                   count(*) FILTER (WHERE rid IS NULL OR bucket_end <= bucket_start) AS broken
+            FROM src
         )
         SELECT
-            (SELECT count(*) FROM src),
-            (SELECT count(*) FROM src WHERE rid IS NULL OR bucket_end <= bucket_start),
-            (SELECT coalesce(json_agg(json_build_array(rid, last)), '[]')
-               FROM (SELECT rid, max(bucket_end) AS last FROM src
-                     WHERE rid IS NOT NULL AND rid NOT IN (SELECT runpod_id FROM res)
-                     GROUP BY rid) unknown),
+            tally.records,
+            tally.broken,
+            (SELECT coalesce(json_agg(json_build_array(rid, last)), '[]') FROM unknown),
             (SELECT coalesce(json_agg(json_build_array(resource_id, amount::text)), '[]')
                FROM (SELECT resource_id, sum(amount) AS amount
                      FROM (SELECT w.resource_id, w.total_usd AS amount FROM written w
                            WHERE w.allocation_id IS NULL
                            {_REPLACED_UNOWNED if upsert else ""}) each
-                     GROUP BY resource_id HAVING sum(amount) <> 0) moved)
+                     GROUP BY resource_id HAVING sum(amount) <> 0) moved),
+            -- The records of resources not known yet, which this statement could not write,
+            -- as records of the body are, as text (psycopg would read JSON numbers as floats):
+            -- once the resources exist, a second statement writes them from these, not from
+            -- the body. Read only when there are such records.
+            (SELECT json_agg(json_build_object({leftover}))::text
+               FROM src s
+               WHERE EXISTS (SELECT FROM unknown) AND s.rid IN (SELECT rid FROM unknown))
+        FROM tally
     """
 
 
@@ -371,7 +394,6 @@ def _pg_upsert(
         "records_only": records is not None,
         "account": account.pk,
         "kind": resource_kind,
-        "only": None,
     }
     connection.ensure_connection()
     # A cursor binding parameters on the server: Django's binds them into the SQL text, and a
@@ -388,33 +410,34 @@ def _pg_upsert(
             cursor, account, resource_kind, window
         )
         try:
-            count, unseen, moved = _pg_write(
+            count, unseen, moved, leftovers = _pg_write(
                 cursor, kind, params, upsert=not fresh, expected=stated
             )
         except _NotTheRecords:
             # What lay between the two keys was no single JSON value: a key between them,
             # which the layout does not rule out. The whole body, read by its "records" key.
             params.update(body=body.decode(), records_only=False)
-            count, unseen, moved = _pg_write(
+            count, unseen, moved, leftovers = _pg_write(
                 cursor, kind, params, upsert=not fresh, expected=stated
             )
         dataversion.wrote()  # this cursor is psycopg's own: Django's wrapper does not see it
         if unseen:
             # Billed but never listed (terminated before the first sync): create them, then
-            # write their records, which the first pass had to leave out (only theirs: the
-            # others are written).
+            # write their records, which the first pass had to leave out and handed back (the
+            # body is not read again: a second pass over it cost as much as the first).
             _ensure_resources(
                 account,
                 {(resource_kind, rid) for rid, _ in unseen},
                 {(resource_kind, rid): dt.datetime.fromisoformat(last) for rid, last in unseen},
             )
-            only = [rid for rid, _ in unseen]
-            _, _, theirs = _pg_run(
+            _, still_unseen, theirs, _ = _pg_write(
                 cursor,
-                _pg_statement(kind, records=_records_of(params)),
-                {**params, "only": only},
                 kind,
+                {**params, "body": leftovers, "records_only": True, "leftovers": True},
+                upsert=True,
             )
+            if still_unseen:
+                raise RuntimeError(f"billed resources not made: {still_unseen}")
             moved.update(theirs)  # only resources made just now, none of the first pass's
     return count, moved
 
@@ -558,7 +581,7 @@ def _pg_run(
         # A savepoint: records breaking the contract leave nothing of this body behind.
         with transaction.atomic():
             cursor.execute(statement, params)
-            count, broken, unseen, moved = cursor.fetchone()
+            count, broken, unseen, moved, leftovers = cursor.fetchone()
             if expected is not None and count != expected:
                 raise RunpodBadResponse(
                     f"Runpod's {kind.value} billing records say there are {expected} records "
@@ -584,9 +607,9 @@ def _pg_run(
             f"the API contract ({str(exc).splitlines()[0][:160]})."
         ) from exc
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError) as exc:
-        # The first pass over the records' bytes only: the second (`only`) reads the bytes
-        # the first one read.
-        first_pass = params.get("only") is None
+        # The first pass over the records' bytes only: the second reads what the first one
+        # read and handed back.
+        first_pass = not params.get("leftovers")
         if (
             params.get("records_only")
             and first_pass
@@ -601,7 +624,8 @@ def _pg_run(
         unseen = json.loads(unseen)
     if isinstance(moved, str):
         moved = json.loads(moved)
-    return count, unseen, {resource_id: Decimal(amount) for resource_id, amount in moved}
+    moved = {resource_id: Decimal(amount) for resource_id, amount in moved}
+    return count, unseen, moved, leftovers
 
 
 class _MonthMissing(Exception):

@@ -5,7 +5,9 @@ import json
 from decimal import Decimal
 
 import pytest
+from django.db import transaction
 
+from labgov.runpod import partitions
 from labgov.runpod.billing_store import SlicePayload, _layout, uses_bulk_sql, write_slice
 from labgov.runpod.errors import RunpodBadResponse
 from labgov.runpod.models import Assignment, BillingRecord, Resource
@@ -58,6 +60,71 @@ def test_records_of_known_and_unknown_pods_are_written(account):
     assert gone.billing_only and gone.status == ""
     assert gone.gone_at == T0 + dt.timedelta(hours=1)
     assert BillingRecord.objects.count() == 2
+
+
+def test_records_of_pods_never_listed_are_written_to_the_last_digit(account):
+    """The first statement writes the known pod's records and hands back the others'; once
+    their pods exist a second statement writes those, every amount as Runpod sent it."""
+    later = {"startTime": "2026-11-01T01:00:00Z", "endTime": "2026-11-01T02:00:00Z"}
+    written = _write(
+        account,
+        _body(
+            _record(totalAmount="0.5"),
+            _record(
+                podId="pod-b", totalAmount=0.1234567891, gpuAmount=0.1, diskAmount=0.0234567891
+            ),
+            _record(podId="pod-b", **later, totalAmount="9999999999.9999999999", gpuAmount=None),
+            _record(podId="pod-c", totalAmount=1e-10, gpuAmount=0, cpuAmount=1e-10),
+        ),
+    )
+    b, c = (Resource.objects.get(runpod_id=rid) for rid in ("pod-b", "pod-c"))
+    rows = {
+        (r.resource_id, r.bucket_start): (
+            r.bucket_end,
+            r.total_usd,
+            r.gpu_usd,
+            r.cpu_usd,
+            r.disk_usd,
+        )
+        for r in BillingRecord.objects.exclude(resource__runpod_id="pod-a")
+    }
+    hour = dt.timedelta(hours=1)
+    assert rows == {
+        (b.pk, T0): (
+            T0 + hour,
+            Decimal("0.1234567891"),
+            Decimal("0.1"),
+            0,
+            Decimal("0.0234567891"),
+        ),
+        (b.pk, T0 + hour): (T0 + 2 * hour, Decimal("9999999999.9999999999"), 0, 0, 0),
+        (c.pk, T0): (T0 + hour, Decimal("1E-10"), 0, Decimal("1E-10"), 0),
+    }
+    assert written.records == 4
+    assert written.unattributed_moved == {
+        Resource.objects.get(runpod_id="pod-a").pk: Decimal("0.5"),
+        b.pk: Decimal("10000000000.1234567890"),
+        c.pk: Decimal("1E-10"),
+    }
+
+
+def test_a_pod_never_listed_billed_in_a_month_not_prepared_gets_its_month(account):
+    """Only its records fall in a month the sync did not prepare: the first statement
+    writes none of them, so the second one meets the missing month, makes it and writes."""
+    partitions.ensure([T0.date()])  # the known pod's month, as the sync prepares it
+    may = {"startTime": "2031-05-01T00:00:00Z", "endTime": "2031-05-01T01:00:00Z"}
+    written = _write(account, _body(_record(), _record(podId="pod-b", **may, totalAmount="0.3")))
+    assert written.records == 2
+    assert BillingRecord.objects.get(resource__runpod_id="pod-b").total_usd == Decimal("0.3")
+
+
+def test_a_record_of_a_pod_never_listed_that_cannot_be_stored_is_refused_in_words(account):
+    """Its record is written by the second statement: it fails there, in words, and the
+    slice's transaction leaves nothing behind."""
+    with pytest.raises(RunpodBadResponse, match="pod billing records"), transaction.atomic():
+        _write(account, _body(_record(), _record(podId="pod-b", totalAmount=12345678901.5)))
+    assert not BillingRecord.objects.exists()
+    assert not Resource.objects.filter(runpod_id="pod-b").exists()
 
 
 @pytest.mark.parametrize(
