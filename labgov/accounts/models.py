@@ -78,7 +78,9 @@ class Lab(models.Model):
         RESEARCH_GROUP = "research_group", "Research group"
         COURSE = "course", "Course"
 
-    institution = models.ForeignKey(Institution, on_delete=models.PROTECT, related_name="labs")
+    institution = models.ForeignKey(
+        Institution, on_delete=models.PROTECT, related_name="labs", db_index=False
+    )
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=60)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.RESEARCH_GROUP)
@@ -120,7 +122,9 @@ class MembershipQuerySet(models.QuerySet):
 class Membership(models.Model):
     """A person's role in an institution (admin, finance) or in one lab (lab admin, member)."""
 
-    user = models.ForeignKey(User, on_delete=models.PROTECT, related_name="memberships")
+    user = models.ForeignKey(
+        User, on_delete=models.PROTECT, related_name="memberships", db_index=False
+    )
     institution = models.ForeignKey(
         Institution, on_delete=models.PROTECT, related_name="memberships"
     )

@@ -54,10 +54,18 @@ class Alert(models.Model):
         RESOLVED = "resolved", "Resolved"
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     lab = models.ForeignKey(
-        "accounts.Lab", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "accounts.Lab",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     kind = models.CharField(max_length=30, choices=Kind.choices)
     # What the alert is about, as "<type>:<id>" ("resource:12", "funding_source:3",
@@ -79,7 +87,12 @@ class Alert(models.Model):
     )
     # The person whose resource or allocation it is: they see the alert and are told.
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     severity = models.CharField(max_length=10, choices=Severity.choices)
     # For thresholds: the highest percentage crossed; a higher one notifies again.

@@ -26,7 +26,10 @@ class ExportJob(models.Model):
 
     institution = models.ForeignKey("accounts.Institution", on_delete=models.PROTECT)
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     kind = models.CharField(max_length=20, choices=Kind.choices)
     month = models.DateField(help_text="The first day of the billing period.")

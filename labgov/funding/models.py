@@ -189,10 +189,18 @@ class LedgerEntry(AppendOnlyModel):
         ADJUSTMENT = "adjustment", "Adjustment"
 
     funding_source = models.ForeignKey(
-        FundingSource, on_delete=models.PROTECT, related_name="ledger_entries"
+        FundingSource,
+        on_delete=models.PROTECT,
+        related_name="ledger_entries",
+        db_index=False,  # Meta leads an index with it
     )
     allocation = models.ForeignKey(
-        Allocation, on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entries"
+        Allocation,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="ledger_entries",
+        db_index=False,  # Meta leads an index with it
     )
     kind = models.CharField(max_length=20, choices=Kind.choices)
     amount_usd = PreciseMoneyField()
@@ -296,7 +304,10 @@ class FundingProposal(models.Model):
         REJECTED = "rejected", "Rejected"
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="funding_proposals"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="funding_proposals",
+        db_index=False,  # Meta leads an index with it
     )
     lab = models.ForeignKey(
         "accounts.Lab", on_delete=models.PROTECT, related_name="funding_proposals"

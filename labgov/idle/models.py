@@ -86,7 +86,9 @@ class StopNotice(models.Model):
 
     # Goes with its pod when a mistaken connection is removed (the audit log keeps the story).
     resource = models.ForeignKey("runpod.Resource", on_delete=models.CASCADE, related_name="+")
-    lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    lab = models.ForeignKey(
+        "accounts.Lab", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )

@@ -38,7 +38,10 @@ class Invoice(models.Model):
         VOID = "void", "Void"
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="invoices"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="invoices",
+        db_index=False,  # Meta leads an index with it
     )
     funding_source = models.ForeignKey(
         "funding.FundingSource", on_delete=models.PROTECT, related_name="invoices"
@@ -147,7 +150,9 @@ class Invoice(models.Model):
 class InvoiceCounter(models.Model):
     """The last number issued per institution and year; issuing locks this row."""
 
-    institution = models.ForeignKey("accounts.Institution", on_delete=models.PROTECT)
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, db_index=False
+    )
     year = models.PositiveIntegerField()
     last_seq = models.PositiveIntegerField(default=0)
 
@@ -199,7 +204,9 @@ class InvoiceLine(models.Model):
     # Kinds a person enters (with a reason); regenerating a draft keeps them.
     ENTERED_KINDS = (Kind.CREDIT, Kind.MANUAL)
 
-    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
+    invoice = models.ForeignKey(
+        Invoice, on_delete=models.PROTECT, related_name="lines", db_index=False
+    )
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=12, choices=Kind.choices)
     category = models.CharField(max_length=30, choices=LineCategory.choices)
@@ -263,7 +270,9 @@ class ScheduledGeneration(models.Model):
     """The monthly task's claim on one institution's month, so drafts are generated and
     finance notified once even when two schedulers run."""
 
-    institution = models.ForeignKey("accounts.Institution", on_delete=models.PROTECT)
+    institution = models.ForeignKey(
+        "accounts.Institution", on_delete=models.PROTECT, db_index=False
+    )
     month = models.DateField()
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -22,7 +22,10 @@ class Notification(models.Model):
     ones at once, the others in the daily digest), unless its kind is muted."""
 
     recipient = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="notifications"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="notifications",
+        db_index=False,  # Meta leads an index with it
     )
     kind = models.CharField(max_length=60)
     severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.INFO)
@@ -107,7 +110,10 @@ class MutedKind(models.Model):
     """A kind of notification a person does not want emailed (it still shows in the app)."""
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="muted_kinds"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="muted_kinds",
+        db_index=False,  # Meta leads an index with it
     )
     kind = models.CharField(max_length=60)
     created_at = models.DateTimeField(default=timezone.now)
@@ -159,7 +165,9 @@ class WebhookDelivery(models.Model):
         SENT = "sent", "Sent"
         FAILED = "failed", "Failed"
 
-    webhook = models.ForeignKey(LabWebhook, on_delete=models.CASCADE, related_name="deliveries")
+    webhook = models.ForeignKey(
+        LabWebhook, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
     dedupe_key = models.CharField(max_length=200)
     payload = models.JSONField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)

@@ -103,9 +103,14 @@ class ProvisioningRequest(models.Model):
 
     # Who, for what, paid by which allocation. `lab` is the allocation's lab, kept here so
     # requests can be scoped without joins.
-    lab = models.ForeignKey("accounts.Lab", on_delete=models.PROTECT, related_name="+")
+    lab = models.ForeignKey(
+        "accounts.Lab", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     requester = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="provisioning_requests"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="provisioning_requests",
+        db_index=False,  # Meta leads an index with it
     )
     allocation = models.ForeignKey(
         "funding.Allocation", on_delete=models.PROTECT, related_name="provisioning_requests"

@@ -36,7 +36,10 @@ def parse_warning_days(text: str) -> tuple[int, ...]:
 
 class RetentionPolicy(models.Model):
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     # Null: the institution's default, for labs without a policy of their own.
     lab = models.ForeignKey(
@@ -119,7 +122,10 @@ class RetentionCaseQuerySet(models.QuerySet):
 
 class RetentionCase(models.Model):
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     lab = models.ForeignKey(
         "accounts.Lab", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -207,7 +213,9 @@ class RetentionCase(models.Model):
 
 
 class Approval(models.Model):
-    case = models.ForeignKey(RetentionCase, on_delete=models.PROTECT, related_name="approvals")
+    case = models.ForeignKey(
+        RetentionCase, on_delete=models.PROTECT, related_name="approvals", db_index=False
+    )
     approver = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )

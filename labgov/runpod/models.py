@@ -27,7 +27,10 @@ class RunpodAccount(models.Model):
     API key, never synced, never provisioned on)."""
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="runpod_accounts"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="runpod_accounts",
+        db_index=False,  # Meta leads an index with it
     )
     lab = models.ForeignKey(
         "accounts.Lab",
@@ -118,7 +121,9 @@ class SyncRun(models.Model):
         COMMAND = "command", "Command"
         IMPORT = "import", "FOCUS file import"
 
-    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="sync_runs")
+    account = models.ForeignKey(
+        RunpodAccount, on_delete=models.PROTECT, related_name="sync_runs", db_index=False
+    )
     trigger = models.CharField(max_length=20, choices=Trigger.choices, default=Trigger.SCHEDULE)
     triggered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -366,7 +371,9 @@ class BillingRecord(models.Model):
 class AccountBillingRecord(models.Model):
     """Runpod's own total for the whole account per bucket: the figure to reconcile against."""
 
-    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(
+        RunpodAccount, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     bucket_start = models.DateTimeField()
     bucket_end = models.DateTimeField()
     total_usd = PreciseMoneyField()
@@ -389,7 +396,9 @@ class FocusFile(models.Model):
     same file again changes nothing), for corrections (a new file of the month replaces the
     records the earlier one wrote) and for the reconciliation (the file's own totals)."""
 
-    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(
+        RunpodAccount, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     run = models.ForeignKey(SyncRun, on_delete=models.PROTECT, related_name="+")
     file_name = models.CharField(max_length=255, blank=True)
     sha256 = models.CharField(max_length=64)
@@ -429,7 +438,9 @@ class FocusDrop(models.Model):
         UNCHANGED = "unchanged", "unchanged (imported already)"
         REFUSED = "refused"
 
-    account = models.ForeignKey(RunpodAccount, on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(
+        RunpodAccount, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     file_name = models.CharField(max_length=255)
     sha256 = models.CharField(max_length=64)
     size_bytes = models.BigIntegerField(default=0)
@@ -577,7 +588,9 @@ class AssignmentShare(models.Model):
     Shares are never edited: a new split is a new assignment, so the timeline keeps history.
     """
 
-    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="shares")
+    assignment = models.ForeignKey(
+        Assignment, on_delete=models.PROTECT, related_name="shares", db_index=False
+    )
     allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
     share_percent = models.DecimalField(max_digits=5, decimal_places=2)
 
@@ -610,7 +623,9 @@ class TagClaim(models.Model):
         CONFIRMED = "confirmed", "Confirmed"
         REJECTED = "rejected", "Rejected"
 
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, related_name="tag_claims")
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, related_name="tag_claims", db_index=False
+    )
     allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)

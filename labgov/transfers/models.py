@@ -23,7 +23,10 @@ class CostTransfer(models.Model):
         REJECTED = "rejected", "Rejected"
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.PROTECT, related_name="+")
     # Optional: narrows the spend moved (and the amount available) to one resource's.
@@ -39,10 +42,16 @@ class CostTransfer(models.Model):
     )
     # Copied from the allocations, so invoices find a source's transfers without joins.
     from_funding_source = models.ForeignKey(
-        "funding.FundingSource", on_delete=models.PROTECT, related_name="+"
+        "funding.FundingSource",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     to_funding_source = models.ForeignKey(
-        "funding.FundingSource", on_delete=models.PROTECT, related_name="+"
+        "funding.FundingSource",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     amount_usd = PreciseMoneyField()
     justification = models.CharField(max_length=1000)
@@ -100,7 +109,10 @@ class SpendMove(models.Model):
     State = CostTransfer.State
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="+"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # Meta leads an index with it
     )
     resource = models.ForeignKey("runpod.Resource", on_delete=models.PROTECT, related_name="+")
     starts_at = models.DateTimeField()
@@ -149,7 +161,9 @@ class SpendMove(models.Model):
 
 
 class SpendMoveShare(models.Model):
-    move = models.ForeignKey(SpendMove, on_delete=models.PROTECT, related_name="shares")
+    move = models.ForeignKey(
+        SpendMove, on_delete=models.PROTECT, related_name="shares", db_index=False
+    )
     allocation = models.ForeignKey("funding.Allocation", on_delete=models.PROTECT, related_name="+")
     share_percent = models.DecimalField(max_digits=5, decimal_places=2)
 

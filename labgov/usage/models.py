@@ -216,7 +216,10 @@ class ClosedPeriod(models.Model):
     open period."""
 
     institution = models.ForeignKey(
-        "accounts.Institution", on_delete=models.PROTECT, related_name="closed_periods"
+        "accounts.Institution",
+        on_delete=models.PROTECT,
+        related_name="closed_periods",
+        db_index=False,  # Meta leads an index with it
     )
     month = models.DateField(help_text="The first day of the closed month.")
     closed_by = models.ForeignKey(
@@ -246,7 +249,9 @@ class SpendVersion(models.Model):
     transaction. A draft invoice keeps the sum over the days it depends on when it is
     generated, so seeing whether it may be stale costs one small query (labgov.invoicing)."""
 
-    account = models.ForeignKey("runpod.RunpodAccount", on_delete=models.CASCADE, related_name="+")
+    account = models.ForeignKey(
+        "runpod.RunpodAccount", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     day = models.DateField()
     version = models.PositiveBigIntegerField(default=1)
 

@@ -1,0 +1,38 @@
+"""Foreign keys lose the index Django gives each of its own where an index or a unique
+constraint of their table leads with the same column and answers every question it did: each
+insert wrote both (tests/core/test_schema_indexes.py keeps it so). Django drops the index and
+adds the foreign key again, which PostgreSQL checks by reading the table once."""
+
+import django.db.models.deletion
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('accounts', '0006_foreign_key_indexes_once'),
+        ('invoicing', '0006_focus_credit_categories'),
+    ]
+
+    operations = [
+        migrations.AlterField(
+            model_name='invoice',
+            name='institution',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='invoices', to='accounts.institution'),
+        ),
+        migrations.AlterField(
+            model_name='invoicecounter',
+            name='institution',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, to='accounts.institution'),
+        ),
+        migrations.AlterField(
+            model_name='invoiceline',
+            name='invoice',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='lines', to='invoicing.invoice'),
+        ),
+        migrations.AlterField(
+            model_name='scheduledgeneration',
+            name='institution',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, to='accounts.institution'),
+        ),
+    ]
