@@ -66,6 +66,21 @@ def _wait_for(port: int, proc: subprocess.Popen, seconds: float = 120) -> None:
     sys.exit("the simulator did not answer")
 
 
+BROKER = "redis://127.0.0.1:6379/13"  # a database of its own, emptied after the run
+
+
+def _bench_broker() -> str | None:
+    """The bench's broker when Redis answers on this machine (emptied first), else None."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(BROKER, socket_timeout=2)
+        client.flushdb()
+    except redis.RedisError:
+        return None
+    return BROKER
+
+
 def _recreate_database(name: str) -> None:
     import psycopg
 
@@ -112,6 +127,13 @@ def main() -> None:
         LABGOV_SYNC_SLICE_HOURS=str(args.slice_hours),
         LOG_LEVEL="WARNING",
     )
+    # The tasks a sync queues (alert and retention evaluation, after it commits) go to a
+    # broker, as in production, where a worker runs them: without one Celery runs them inside
+    # the sync (CELERY_TASK_ALWAYS_EAGER), ~1 s of evaluation counted as the sync's. The bench
+    # runs them itself after the sync and reports their seconds apart (`after_sync_tasks`).
+    broker = _bench_broker()
+    if broker:
+        os.environ["CELERY_BROKER_URL"] = broker
     _recreate_database(args.database)
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, check=True
@@ -140,6 +162,10 @@ def main() -> None:
     finally:
         sim.terminate()
         sim.wait(10)
+        if broker:  # what the later syncs and the rule queued: no worker runs it here
+            import redis
+
+            redis.Redis.from_url(broker).flushdb()
     print(json.dumps(result, indent=2))
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
@@ -264,6 +290,7 @@ def _run(port: int, simulator_pid: int, *, rules: bool, days: int, history: int)
     if run.status != "succeeded":
         sys.exit(f"sync failed: {run.error}")
     records = run.counts["records"]
+    after_sync_tasks = _after_sync_tasks(institution.pk)
 
     # The same rows, copied plainly into a scratch table: the floor a bulk load can reach.
     rows = list(
@@ -338,6 +365,9 @@ def _run(port: int, simulator_pid: int, *, rules: bool, days: int, history: int)
         "billing_partitions": _partition_count(connection),
         "peak_rss_mb": round(rss_peak),
         "rss_before_sync_mb": round(rss_before),
+        # What a worker runs after the sync (the sync queues it): seconds per task; or, with
+        # no broker, "inline": they ran inside the sync and its seconds count them.
+        "after_sync_tasks": after_sync_tasks,
         "routine_resync_seconds": round(resync_seconds, 2),
         "routine_resync_records": again.counts.get("records"),
         "history_resources": history,
@@ -544,6 +574,27 @@ def _copy(raw, rows: list, *, partitioned: bool, same_table: bool = False) -> tu
         cursor.execute("DROP TABLE bench_scratch")
         raw.commit()
     return seconds, cpu
+
+
+def _after_sync_tasks(institution_id: int) -> dict | str:
+    """Run what the sync queued for a worker (alert and retention evaluation), timed, and
+    empty the bench's broker; "inline" when Celery ran them inside the sync."""
+    from django.conf import settings
+
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return "inline"
+    import redis
+
+    from labgov.alerts.tasks import evaluate_institution as alerts_evaluate
+    from labgov.retention.tasks import evaluate_institution as retention_evaluate
+
+    seconds = {}
+    for name, task in (("alerts", alerts_evaluate), ("retention", retention_evaluate)):
+        started = time.perf_counter()
+        task(institution_id)
+        seconds[name] = round(time.perf_counter() - started, 2)
+    redis.Redis.from_url(BROKER).flushdb()
+    return seconds
 
 
 def _partition_count(connection) -> int:

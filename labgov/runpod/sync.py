@@ -370,7 +370,8 @@ def after_sync_run(run: SyncRun) -> None:
         except Exception as exc:
             log.exception("after-sync step %s failed for sync run %s", path, run.pk)
             failures.append((path, exc))
-        seconds[f"after:{path.rsplit('.', 1)[-1]}"] = round(time.perf_counter() - started, 2)
+        # Named by module too: two apps' steps may share a function name.
+        seconds[f"after:{path.removeprefix('labgov.')}"] = round(time.perf_counter() - started, 2)
     if run.status == SyncRun.Status.SUCCEEDED:
         counts["seconds"] = seconds
     if failures:

@@ -64,6 +64,22 @@ def test_steps_run_in_order_and_their_counts_join_the_run(world, empty_sim, sett
     assert "records" in run.counts  # the sync's own counts are kept
 
 
+def test_each_steps_seconds_are_kept_under_its_own_name(world, empty_sim, monkeypatch):
+    """Alerts' and retention's steps are both `evaluation_after_sync`: each keeps its time."""
+    import labgov.alerts.tasks as alert_tasks
+    import labgov.retention.tasks as retention_tasks
+
+    for tasks in (alert_tasks, retention_tasks):
+        monkeypatch.setattr(tasks.evaluate_institution, "delay", lambda institution_id: None)
+    run = _sync(world, empty_sim)
+    run.refresh_from_db()
+    assert {k for k in run.counts["seconds"] if k.startswith("after:")} == {
+        "after:provisioning.services.commitments.commitments_after_sync",
+        "after:alerts.tasks.evaluation_after_sync",
+        "after:retention.tasks.evaluation_after_sync",
+    }
+
+
 def test_a_failed_sync_runs_the_steps_too(world, empty_sim, settings):
     settings.LABGOV_AFTER_SYNC = [f"{HERE}.second_step"]
 
