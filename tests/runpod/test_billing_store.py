@@ -108,6 +108,33 @@ def test_records_of_pods_never_listed_are_written_to_the_last_digit(account):
     }
 
 
+def test_the_endpoint_aggregate_is_made_on_its_first_bill_and_its_records_written(account):
+    """Endpoint billing names no endpoint: its records are the account's one aggregate
+    resource's, made by the bill that first carries them, written by the second statement."""
+    body = _body(
+        {
+            "startTime": "2026-11-01T00:00:00Z",
+            "endTime": "2026-11-01T01:00:00Z",
+            "totalAmount": 0.7,
+        },
+        {
+            "startTime": "2026-11-01T01:00:00Z",
+            "endTime": "2026-11-01T02:00:00Z",
+            "totalAmount": "0.3",
+        },
+    )
+    payload = SlicePayload(
+        start=T0, end=T0 + dt.timedelta(hours=2), bodies={BillingKind.ENDPOINT: body}
+    )
+    written = write_slice(account=account, payload=payload)
+    aggregate = Resource.objects.get(account=account, kind="endpoint")
+    assert written.records == 2
+    assert written.unattributed_moved == {aggregate.pk: Decimal("1.0")}
+    assert sorted(
+        BillingRecord.objects.filter(resource=aggregate).values_list("total_usd", flat=True)
+    ) == [Decimal("0.3"), Decimal("0.7")]
+
+
 def test_a_pod_never_listed_billed_in_a_month_not_prepared_gets_its_month(account):
     """Only its records fall in a month the sync did not prepare: the first statement
     writes none of them, so the second one meets the missing month, makes it and writes."""
