@@ -36,6 +36,7 @@ def span_written(
     days: Iterable[dt.date],
     unattributed_before: dict[int, Decimal] | None = None,
     unattributed_moved: dict[int, Decimal] | None = None,
+    day_sums: dict | None = None,
 ) -> int:
     """After a provider wrote records of these UTC days: the unattributed queue, the ledger's
     usage and the rollups follow them, from one scan of the days' records (span_sums).
@@ -45,14 +46,20 @@ def span_written(
     as they write (billing_store.write_slice); or `unattributed_before`, the days'
     unattributed spend per resource before the write (attribution.span_unattributed, read by
     the writer first, in the same transaction), which the scan compares with what the days
-    hold now (the FOCUS import). Returns the ledger entries posted."""
+    hold now (the FOCUS import). `day_sums`: the days' records summed by the writer that
+    wrote them all (billing_store.write_slice), which spares the scan. Returns the ledger
+    entries posted."""
     if (unattributed_before is None) == (unattributed_moved is None):
         raise TypeError("span_written takes unattributed_before or unattributed_moved")
     days = sorted(set(days))
     if not days:
         return 0
     account_lock_serial(account.pk)
-    sums = span_sums(account=account, days=days, unowned=unattributed_before is not None)
+    if day_sums is not None and unattributed_before is not None:
+        raise TypeError("the writer's day sums come with unattributed_moved")
+    sums = span_sums(
+        account=account, days=days, unowned=unattributed_before is not None, written=day_sums
+    )
     if unattributed_before is not None:
         unattributed_moved = unattributed_delta(unattributed_before, sums.unowned)
     unattributed_move(unattributed_moved)

@@ -499,11 +499,13 @@ def _slice_write(account, payload) -> tuple[int, int, int]:
                 written = billing_store.write_slice(account=account, payload=payload)
                 account_lock_serial(account.pk)
                 # The unattributed queue moves as the records moved it; the ledger's usage
-                # and the rollups of the slice's days follow one scan of their records.
+                # and the rollups of the slice's days follow one scan of their records, or
+                # the sums the write reported when it wrote every record of its days.
                 entries = span_written(
                     account=account,
                     days=written.days,
                     unattributed_moved=written.unattributed_moved,
+                    day_sums=written.day_sums,
                 )
             return written.records, entries, attempt - 1
         except DATABASE_GONE as exc:

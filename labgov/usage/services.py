@@ -92,9 +92,13 @@ class SpanSums:
         return {k: v for k, v in usage.items() if v}
 
 
-def span_sums(*, account, days, unowned: bool = True) -> SpanSums:
+def span_sums(*, account, days, unowned: bool = True, written: dict | None = None) -> SpanSums:
     """Sum the account's billing records of these UTC days once (see SpanSums); without
-    `unowned`, not per resource (its `unowned` is then empty)."""
+    `unowned`, not per resource (its `unowned` is then empty). `written`: the days' records
+    summed already, {(UTC day, kind, allocation id): sums of COLUMNS}, by the writer that
+    wrote every one of them (billing_store.write_slice's day_sums); not read again then."""
+    if written is not None and unowned:
+        raise TypeError("the writer's sums are not per resource")
     days = sorted(set(days))
     if not days:
         epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -102,18 +106,21 @@ def span_sums(*, account, days, unowned: bool = True) -> SpanSums:
     start = dt.datetime.combine(days[0], dt.time(), tzinfo=UTC)
     end = dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), tzinfo=UTC)
     wanted = set(days)
-    records = BillingRecord.objects.filter(
-        resource__account=account, bucket_start__gte=start, bucket_start__lt=end
-    ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
-    keys = ["day", "kind", "allocation_id"]
-    if unowned:
-        # The resource is a key only of spend nobody owns: the attributed records of a day,
-        # kind and allocation stay one group.
-        records = records.annotate(
-            unowned=Case(When(allocation__isnull=True, then=F("resource_id")), default=None)
-        )
-        keys.append("unowned")
-    sums = grouped_multi_sums(records, keys, COLUMNS)
+    if written is not None:
+        sums = written
+    else:
+        records = BillingRecord.objects.filter(
+            resource__account=account, bucket_start__gte=start, bucket_start__lt=end
+        ).annotate(day=TruncDay("bucket_start", tzinfo=UTC))
+        keys = ["day", "kind", "allocation_id"]
+        if unowned:
+            # The resource is a key only of spend nobody owns: the attributed records of a
+            # day, kind and allocation stay one group.
+            records = records.annotate(
+                unowned=Case(When(allocation__isnull=True, then=F("resource_id")), default=None)
+            )
+            keys.append("unowned")
+        sums = grouped_multi_sums(records, keys, COLUMNS)
 
     categories: dict[tuple, Decimal] = defaultdict(lambda: ZERO)
     by_resource: dict[int, Decimal] = defaultdict(lambda: ZERO)

@@ -6,12 +6,15 @@ from decimal import Decimal
 
 import pytest
 from django.db import transaction
+from django.db.models.functions import TruncDay
 
+from labgov.core.money import grouped_multi_sums
 from labgov.runpod import partitions
 from labgov.runpod.billing_store import SlicePayload, _layout, uses_bulk_sql, write_slice
 from labgov.runpod.errors import RunpodBadResponse
 from labgov.runpod.models import Assignment, BillingRecord, Resource
 from labgov.runpod.types import BillingKind
+from labgov.usage.services import COLUMNS, span_sums
 from tests.factories import ResourceFactory, RunpodAccountFactory
 
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -52,10 +55,8 @@ def _write(account, body):
 
 
 def test_records_of_known_and_unknown_pods_are_written(account):
-    count, days, _ = _write(
-        account, _body(_record(), _record(podId="pod-gone", totalAmount="0.25"))
-    )
-    assert count == 2 and days == {T0.date()}
+    written = _write(account, _body(_record(), _record(podId="pod-gone", totalAmount="0.25")))
+    assert written.records == 2 and written.days == {T0.date()}
     gone = Resource.objects.get(runpod_id="pod-gone")
     assert gone.billing_only and gone.status == ""
     assert gone.gone_at == T0 + dt.timedelta(hours=1)
@@ -152,6 +153,94 @@ def test_a_record_of_a_pod_never_listed_that_cannot_be_stored_is_refused_in_word
         _write(account, _body(_record(), _record(podId="pod-b", totalAmount=12345678901.5)))
     assert not BillingRecord.objects.exists()
     assert not Resource.objects.filter(runpod_id="pod-b").exists()
+
+
+def _whole_days(account, bodies, days=2):
+    """A slice of whole UTC days from T0 with these bodies, every other kind's empty."""
+    bodies = {kind: bodies.get(kind, _body()) for kind in BillingKind}
+    partitions.ensure([T0.date()])  # the slice's month, as the sync prepares it
+    payload = SlicePayload(start=T0, end=T0 + dt.timedelta(days=days), bodies=bodies)
+    return write_slice(account=account, payload=payload)
+
+
+def _scanned(account, days):
+    records = BillingRecord.objects.filter(resource__account=account).annotate(
+        day=TruncDay("bucket_start", tzinfo=dt.UTC)
+    )
+    return {
+        (moment.date(), kind, allocation_id): sums
+        for (moment, kind, allocation_id), sums in grouped_multi_sums(
+            records, ["day", "kind", "allocation_id"], COLUMNS
+        ).items()
+        if moment.date() in days
+    }
+
+
+def test_a_slice_writing_every_record_of_its_days_reports_what_a_scan_reads_back(account, world):
+    """The sums the statements report per day, kind and allocation (the second one's too,
+    for a pod never listed) are what span_sums would read back from the table."""
+    pod = Resource.objects.get(runpod_id="pod-a")
+    Assignment.objects.create(
+        resource=pod,
+        allocation=world.allocation,
+        starts_at=T0 + dt.timedelta(hours=1),
+        source=Assignment.Source.MANUAL,
+    )
+    ResourceFactory(account=account, kind="network_volume", runpod_id="vol-a")
+    day2 = {"startTime": "2026-11-02T05:00:00Z", "endTime": "2026-11-02T06:00:00Z"}
+    written = _whole_days(
+        account,
+        {
+            BillingKind.POD: _body(
+                _record(totalAmount="0.1234567891", gpuAmount="0.1", cpuAmount="0.0234567891"),
+                _record(startTime="2026-11-01T01:00:00Z", endTime="2026-11-01T02:00:00Z"),
+                _record(**day2, totalAmount="2", gpuAmount="2"),
+                _record(podId="pod-new", totalAmount="0.3", diskAmount="0.3"),
+            ),
+            BillingKind.NETWORK_VOLUME: _body(
+                {
+                    "networkVolumeId": "vol-a",
+                    **day2,
+                    "totalAmount": 0.05,
+                    "standardAmount": 0.04,
+                    "highPerformanceAmount": 0.01,
+                }
+            ),
+        },
+    )
+    assert written.day_sums is not None
+    assert written.day_sums == _scanned(account, written.days)
+    assert len(written.day_sums) == 4  # day 1 unpaid and paid, day 2 paid pod and volume
+    assert span_sums(account=account, days=written.days, unowned=False) == span_sums(
+        account=account, days=written.days, unowned=False, written=written.day_sums
+    )
+
+
+def test_no_sums_are_reported_unless_the_slice_wrote_every_record_of_its_days(account):
+    assert _whole_days(account, {BillingKind.POD: _body(_record())}).day_sums is not None
+    # Written again: its days held records, which the scan reads.
+    assert _whole_days(account, {BillingKind.POD: _body(_record())}).day_sums is None
+    # Not whole days: the rest of a day may hold records.
+    later = {"startTime": "2026-11-05T01:00:00Z", "endTime": "2026-11-05T02:00:00Z"}
+    payload = SlicePayload(
+        start=T0 + dt.timedelta(days=4, hours=1),
+        end=T0 + dt.timedelta(days=4, hours=2),
+        bodies={
+            kind: _body(_record(**later)) if kind == "pod" else _body() for kind in BillingKind
+        },
+    )
+    assert write_slice(account=account, payload=payload).day_sums is None
+    # A kind missing from the slice may hold records of its days.
+    payload = SlicePayload(
+        start=T0 + dt.timedelta(days=6),
+        end=T0 + dt.timedelta(days=7),
+        bodies={
+            BillingKind.POD: _body(
+                _record(startTime="2026-11-07T00:00:00Z", endTime="2026-11-07T01:00:00Z")
+            )
+        },
+    )
+    assert write_slice(account=account, payload=payload).day_sums is None
 
 
 @pytest.mark.parametrize(
