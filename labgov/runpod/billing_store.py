@@ -487,7 +487,6 @@ def _pg_upsert(
             moved.update(theirs)  # only resources made just now, none of the first pass's
             day_sums = _sums_added(day_sums, their_sums)
     if day_sums is not None:
-        resource_kind = KIND_OF[kind]
         day_sums = {(day, resource_kind, a): amounts for (day, a), amounts in day_sums.items()}
     return count, moved, day_sums
 
